@@ -1,0 +1,33 @@
+# Two commands do all the set-up: `make test` and `make reproduce` (each creates .venv on first use).
+PYTHON  ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+PROFILE ?= cpu
+PINS    ?= requirements.txt
+KERNEL  := repro_lib
+STAMP   := $(VENV)/.installed-$(notdir $(PINS))
+
+.PHONY: test reproduce lab venv clean-results
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.txt requirements-nopins.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -r $(PINS) -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (repro_lib)" >/dev/null
+	touch $@
+
+## test: create the venv if missing, install pinned deps, run the test suite (notebooks in the smoke profile)
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+## reproduce: execute every notebook with PROFILE (smoke|cpu|gpu|paper) into results/$(PROFILE)/; ARGS for extra -p
+reproduce: $(STAMP)
+	$(BIN)/python -m repro_lib run --profile $(PROFILE) $(ARGS)
+
+## lab: JupyterLab with the repro_lib kernel
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+clean-results:
+	rm -rf results

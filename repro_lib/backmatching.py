@@ -1,0 +1,305 @@
+"""Back-matching propagation and its scalar local-Hessian approximations.
+
+Zhang, Chen, Liu — *Train Feedforward Neural Network with Layer-wise Adaptive Rate via Approximating
+Back-matching Propagation* (arXiv 1802.09750). Only the supplementary material survives in our copy
+(``003_302bf5df7395b6d5.txt``): Proposition 1 (App. A), BP through BN for the back-matching loss
+(App. B, Eq. 7–10), the local Hessian of a convolutional layer (App. C, Eq. 11–19) and its scalar
+approximation with BN (App. C.1). The optimizer built on it lives in ``repro_lib.optim.backmatching``.
+
+Reconstruction (what the supplement implies; choices marked *choice*)
+---------------------------------------------------------------------
+A chain network ``z_b = F_b(W_b, z_{b-1})``, ``b = 1..B``, with loss ``J = ℓ(y; z_B)`` (Eq. 1 of the main
+paper, referenced in App. A). Back-matching propagation walks from the top block down. With the target
+``z_b^{k+1/2}`` of block ``b`` known, the block's *back-matching loss* is
+
+    ℓ_b(W_b, z_{b-1}) = ½ ‖z_b^{k+1/2} − F_b(W_b, z_{b-1})‖²      (ℓ_B = ℓ(y; F_B(W_B, z_{B-1})))
+
+and both the block's weights and its input are moved to decrease it; the new input becomes the target of
+block ``b-1``. **Proposition 1**: one gradient step of size 1 on ``ℓ_b`` in ``z_{b-1}`` gives
+``z_{b-1}^{k+1/2} − z_{b-1}^k = −∂J/∂z_{b-1}`` (App. A, Eq. 2–6), and then ``∂ℓ_b/∂W_b = ∂J/∂W_b``: with
+first-order steps, back-matching *is* back-propagation (:func:`back_matching`).
+
+Replacing the first-order steps by Newton steps on the quadratic ``ℓ_b`` (the local Hessians ``H_W``,
+``H_z`` of Eq. 17–19):
+
+    Δz_{b-1} = H_{b,z}^{-1} (∂F_b/∂z_{b-1})ᵀ Δz_b,        ΔW_b = H_{b,W}^{-1} (∂F_b/∂W_b)ᵀ Δz_b.
+
+App. C.1 approximates each Hessian by a scalar (for a conv layer followed by BN):
+
+    m_{b,W} = s_b / ‖W_row‖²_{2,μ},       s_b = q1·q2 (output spatial size; 1 for an FC layer)
+    m_{b,z} = ‖W_col‖²_{2,μ} / ‖W_row‖²_{2,μ} / c_b
+
+With scalars the Newton steps are rescaled BP steps. Starting from ``Δz_B = −η ∂ℓ/∂z_B``, induction gives
+``Δz_{b} = −η ∏_{i>b} m_{i,z}^{-1} · ∂J/∂z_b`` and therefore
+
+    ΔW_b = −η_b ∂J/∂W_b,      η_b = η / ( m_{b,W} · ∏_{i=b+1}^{B} m_{i,z} )              (*)
+
+i.e. SGD with a layer-wise rate ("scale-amended SGD"). For a BN-followed layer ``m_{b,W} ∝ 1/‖W_b‖²``
+and ``m_{b,z}`` is invariant to rescaling, so ``η_b ∝ ‖W_b‖²``: since BN makes ``∂J/∂W_b ∝ 1/‖W_b‖``,
+the step ``ΔW_b`` scales with ``W_b`` and the trajectory of ``W_b/‖W_b‖`` does not depend on ``‖W_b‖``.
+
+Precise conventions used here
+* ``W`` of a conv layer has PyTorch shape ``(n, m, w, h)`` (n = output, m = input channels). ``W_row`` is
+  ``W.reshape(n, m·w·h)``, ``W_col`` is ``W.transpose(0, 1).reshape(m, n·w·h)`` (App. C).
+* *choice*: ``‖A‖²_{2,μ}`` is the **mean over rows of the squared row ℓ2 norms**, ``‖A‖_F² / rows``. It is the
+  mean of the diagonal of the exact local Hessians (``tests/test_backmatching.py`` checks that with circular
+  padding ``mean diag W_aᵀW_a = ‖W_col‖²_{2,μ}/c`` exactly, and with BN ``mean diag H_W ≈ s/‖W_row‖²_{2,μ}``).
+  With it ``m_{b,z} = n_b / (m_b c_b)`` depends only on the shapes. ``norm="mean"`` instead squares the mean
+  of the row norms (the other reading of the subscript μ).
+* ``c_b`` (App. C: "related with pooling, padding and stride", 4 for a same-padding stride-2 layer) is the
+  average number of output positions per input position lost between ``z_{b-1}`` (the previous block's BN
+  output) and the layer output: ``c_b = (numel(z_{b-1})/m_b) / (numel(y_b)/n_b)``, per sample. A 2×2
+  max-pool in front of a stride-1 same conv gives 4, a stride-2 same conv gives 4, a flatten into an FC
+  layer gives 1, a pool-then-flatten into an FC layer gives 4. *choice*: ReLU is not counted (the
+  supplement does not list it).
+* *choice*: a layer **not followed by BN** (the classifier of VGG) has no scalar approximation in the
+  supplement; it gets ``m_W = m_z = 1``: its rate is ``η·∏_{i>b} m_{i,z}^{-1}`` and it passes the signal
+  through unamended.
+* *choice*: BN ``γ, β`` of block ``b`` (and a bias feeding BN) are block-``b`` parameters whose local
+  Hessian is ``E_x Σ_positions 1 = s_b`` (``x̂`` has unit second moment), so their rate is
+  ``η / (s_b ∏_{i>b} m_{i,z})``. The bias of a layer without BN gets that layer's rate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# ----------------------------------------------------------------------------- Proposition 1
+
+
+def forward_chain(blocks: Sequence[nn.Module], x: torch.Tensor) -> list[torch.Tensor]:
+    """``[z_0 = x, z_1, …, z_B]`` with ``z_b = F_b(W_b, z_{b-1})``."""
+    zs = [x]
+    for blk in blocks:
+        zs.append(blk(zs[-1]))
+    return zs
+
+
+def back_matching(blocks: Sequence[nn.Module], x: torch.Tensor, y: torch.Tensor,
+                  loss_fn: Callable = F.cross_entropy, z_step: float = 1.0) -> dict:
+    """First-order back-matching propagation (App. A).
+
+    Every block is evaluated *locally* on a detached copy of its input (no global graph): the top block
+    minimises ``ℓ_B = loss_fn(F_B(W_B, z_{B-1}), y)``, every other block the back-matching loss
+    ``ℓ_b = ½‖z_b^{k+1/2} − F_b(W_b, z_{b-1})‖²`` (sum over batch and features), and
+    ``z_{b-1}^{k+1/2} = z_{b-1} − z_step · ∂ℓ_b/∂z_{b-1}`` (Eq. 3–4).
+
+    Returns ``{"z": [z_0..z_B], "target": [z_0^{k+1/2}..z_{B-1}^{k+1/2}], "grad_z": [∂ℓ_b/∂z_{b-1}]_{b=1..B},
+    "grad_w": [[∂ℓ_b/∂p for p in block b]]_{b=1..B}}`` (lists indexed by block, 0-based).
+    Proposition 1: with ``z_step=1``, ``target[b-1] − z[b-1] = −∂J/∂z_{b-1}`` and ``grad_w = ∂J/∂W``.
+    """
+    with torch.no_grad():
+        zs = forward_chain(blocks, x)
+    B = len(blocks)
+    grad_z: list = [None] * B
+    grad_w: list = [None] * B
+    target: list = [None] * B
+    for b in reversed(range(B)):
+        blk = blocks[b]
+        z_in = zs[b].detach().requires_grad_(True)
+        out = blk(z_in)
+        if b == B - 1:
+            loss = loss_fn(out, y)
+        else:
+            loss = 0.5 * (target[b + 1] - out).pow(2).sum()
+        params = [p for p in blk.parameters() if p.requires_grad]
+        grads = torch.autograd.grad(loss, [z_in] + params)
+        grad_z[b], grad_w[b] = grads[0], list(grads[1:])
+        target[b] = (zs[b] - z_step * grads[0]).detach()
+    return {"z": zs, "target": target, "grad_z": grad_z, "grad_w": grad_w}
+
+
+class BNMLP(nn.Module):
+    """Small MLP whose blocks are the ``F_b`` of App. B: ``[Linear→BN, ReLU, Linear→BN, ReLU, …, Linear]``.
+
+    ``Linear`` layers before BN have no bias (BN removes it); BN is affine unless ``affine=False``
+    (Eq. 8 is written for the non-affine case). ``self.blocks`` is the chain used by :func:`back_matching`.
+    """
+
+    def __init__(self, sizes: Sequence[int], num_classes: int, affine: bool = True):
+        super().__init__()
+        blocks: list[nn.Module] = []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            blocks.append(nn.Sequential(nn.Linear(a, b, bias=False), nn.BatchNorm1d(b, affine=affine)))
+            blocks.append(nn.ReLU())
+        blocks.append(nn.Linear(sizes[-1], num_classes))
+        self.blocks = nn.ModuleList(blocks)
+        self.scale_invariant_names = [n for n, p in self.named_parameters()
+                                      if p.ndim == 2 and n != f"blocks.{len(blocks) - 1}.weight"]
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = blk(x)
+        return x
+
+
+# ----------------------------------------------------------------------------- App. B, Eq. 7–10
+
+
+def bn_backward(grad_z: torch.Tensor, z_tilde: torch.Tensor, gamma: torch.Tensor | None = None,
+                eps: float = 1e-5) -> torch.Tensor:
+    """∂ℓ/∂z̃ through train-mode BN ``z = γ·(z̃ − E[z̃])/sqrt(Var[z̃]+eps) + β`` over the batch dim 0 (Eq. 8).
+
+    ``Var`` is the biased batch variance (what BN normalises by). Eq. 8 is the ``γ = 1`` case; a given
+    ``gamma`` multiplies ``grad_z`` first (``∂ℓ/∂x̂ = γ ∂ℓ/∂z``).
+    """
+    g = grad_z if gamma is None else grad_z * gamma
+    m = z_tilde.shape[0]
+    mean = z_tilde.mean(0)
+    var = z_tilde.var(0, unbiased=False)
+    inv = (var + eps).rsqrt()
+    centred = z_tilde - mean
+    d_var = (g * centred).sum(0) * (-0.5) * inv ** 3                              # ∂ℓ/∂Var[z̃]
+    d_mean = -(g * inv).sum(0) + d_var * (-2.0 / m) * centred.sum(0)              # ∂ℓ/∂E[z̃]
+    return g * inv + d_var * 2.0 * centred / m + d_mean / m                       # Eq. 8
+
+
+def fc_bn_backmatching_grads(W: torch.Tensor, z_prev: torch.Tensor, target: torch.Tensor,
+                             gamma: torch.Tensor | None = None, beta: torch.Tensor | None = None,
+                             eps: float = 1e-5) -> dict:
+    """Gradients of ``ℓ_b = ½‖target − BN(z_prev Wᵀ)‖²`` for an FC layer with train-mode BN (App. B).
+
+    Batch-first tensors: ``z_prev (m, d_in)``, ``W (d_out, d_in)``. Returns ``grad_z`` (Eq. 7),
+    ``grad_z_tilde`` (Eq. 8), ``grad_z_prev = ∂ℓ/∂z̃ · W`` (Eq. 9 = ``Wᵀ ∂ℓ/∂z̃`` per sample) and
+    ``grad_W = (∂ℓ/∂z̃)ᵀ z_prev`` (Eq. 10, summed over the batch).
+    """
+    z_tilde = z_prev @ W.t()
+    z = F.batch_norm(z_tilde, None, None, gamma, beta, training=True, eps=eps)
+    grad_z = z - target                                                           # Eq. 7
+    grad_zt = bn_backward(grad_z, z_tilde, gamma, eps)                            # Eq. 8
+    return {"grad_z": grad_z, "grad_z_tilde": grad_zt,
+            "grad_z_prev": grad_zt @ W,                                            # Eq. 9
+            "grad_W": grad_zt.t() @ z_prev}                                       # Eq. 10
+
+
+# ----------------------------------------------------------------------------- App. C.1
+
+
+def w_row(W: torch.Tensor) -> torch.Tensor:
+    """``W_row`` (n × m·w·h): one row per output feature (App. C)."""
+    return W.reshape(W.shape[0], -1)
+
+
+def w_col(W: torch.Tensor) -> torch.Tensor:
+    """``W_col`` (m × n·w·h): one row per input feature (App. C)."""
+    return W.transpose(0, 1).reshape(W.shape[1], -1)
+
+
+def sq_norm_mu(A: torch.Tensor, norm: str = "ms") -> torch.Tensor:
+    """``‖A‖²_{2,μ}`` of a 2-D matrix. ``"ms"`` (default): mean over rows of squared row norms
+    (= ‖A‖_F²/rows); ``"mean"``: the squared mean of the row norms."""
+    if norm == "ms":
+        return A.pow(2).sum() / A.shape[0]
+    if norm == "mean":
+        return A.norm(dim=1).mean().pow(2)
+    raise ValueError(f"norm: must be 'ms' or 'mean', got {norm!r}")
+
+
+def m_weight(W: torch.Tensor, s: float, norm: str = "ms") -> torch.Tensor:
+    """``m_{b,W} = s / ‖W_row‖²_{2,μ}`` (App. C.1)."""
+    return s / sq_norm_mu(w_row(W), norm)
+
+
+def m_input(W: torch.Tensor, c: float, norm: str = "ms") -> torch.Tensor:
+    """``m_{b,z} = ‖W_col‖²_{2,μ} / ‖W_row‖²_{2,μ} / c`` (App. C.1)."""
+    return sq_norm_mu(w_col(W), norm) / sq_norm_mu(w_row(W), norm) / c
+
+
+@dataclass
+class Layer:
+    """One block of a chain network, as found by :func:`trace_layers` (execution order)."""
+
+    weight: str                     # parameter name of W_b
+    bias: str | None                # parameter name of the layer's bias, if any
+    bn: list[str] = field(default_factory=list)   # BN γ, β parameter names (empty if no BN / not affine)
+    s: float = 1.0                  # sharing parameter q1·q2 (1 for FC)
+    c: float = 1.0                  # pooling/padding/stride factor (module docstring)
+    has_bn: bool = False            # the layer's output goes straight into a BatchNorm
+
+
+def trace_layers(model: nn.Module, input_shape: Sequence[int]) -> list[Layer]:
+    """Find the chain ``conv/linear → [BN]`` blocks of ``model`` by running one forward pass in eval mode
+    (running statistics untouched) on a zero batch of 2 with per-sample shape ``input_shape``.
+
+    ``s`` = output spatial size, ``c = (numel(z_{b-1})/m_b) / (numel(y_b)/n_b)`` where ``z_{b-1}`` is the
+    previous block's output (the BN output if any; the network input for the first block). Only chain
+    networks (VGG, MLP) are meaningful: the product over "layers above" follows execution order.
+    """
+    names = {m: n for n, m in model.named_modules()}
+    seq: list[tuple[nn.Module, tuple, tuple]] = []
+
+    def hook(mod, inp, out):
+        if isinstance(mod, (nn.Conv2d, nn.Linear)) or isinstance(mod, nn.modules.batchnorm._BatchNorm):
+            seq.append((mod, tuple(inp[0].shape), tuple(out.shape)))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    was_training = model.training
+    p = next(model.parameters())
+    try:
+        model.eval()
+        with torch.no_grad():
+            model(torch.zeros(2, *input_shape, dtype=p.dtype, device=p.device))
+    finally:
+        model.train(was_training)
+        for h in handles:
+            h.remove()
+
+    layers: list[Layer] = []
+    prev_numel = 1
+    for d in input_shape:
+        prev_numel *= d
+    for i, (mod, ishape, oshape) in enumerate(seq):
+        if not isinstance(mod, (nn.Conv2d, nn.Linear)):
+            continue
+        n = names[mod]
+        nxt = seq[i + 1][0] if i + 1 < len(seq) else None
+        bn = isinstance(nxt, nn.modules.batchnorm._BatchNorm)
+        m_in, n_out = mod.weight.shape[1], mod.weight.shape[0]
+        out_numel = 1
+        for d in oshape[1:]:
+            out_numel *= d
+        s = out_numel / n_out
+        c = (prev_numel / m_in) / s
+        lay = Layer(weight=f"{n}.weight", bias=f"{n}.bias" if mod.bias is not None else None, s=s, c=c, has_bn=bn)
+        if bn:
+            bn_name = names[nxt]
+            lay.bn = [f"{bn_name}.{k}" for k, _ in nxt.named_parameters(recurse=False)]
+        layers.append(lay)
+        prev_numel = out_numel
+    return layers
+
+
+def layer_rates(layers: Sequence[Layer], weights: Sequence[torch.Tensor], norm: str = "ms"
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-block rate factors of Eq. (*) in the module docstring, from the top block down.
+
+    Returns ``(r_W, r_bn)``, 1-D tensors over ``layers``: ``r_W[b] = 1/(m_{b,W} ∏_{i>b} m_{i,z})`` (the
+    factor multiplying η for ``W_b``) and ``r_bn[b] = 1/(s_b ∏_{i>b} m_{i,z})`` (BN γ/β and a bias feeding
+    BN). Layers without BN use ``m_W = m_z = 1`` (``r_W = r_bn = ∏_{i>b} m_{i,z}^{-1}``).
+    ``norm="ms"`` is multi-tensor (one ``_foreach_norm``); ``"mean"`` needs per-row norms (a loop).
+    """
+    weights = [w.detach() for w in weights]
+    ref = weights[0]
+    rows = ref.new_tensor([float(w.shape[0]) for w in weights])
+    cols = ref.new_tensor([float(w.shape[1]) for w in weights])
+    if norm == "ms":
+        sq = torch.stack(torch._foreach_norm(weights)).pow(2)
+        sq_row, sq_col = sq / rows, sq / cols
+    else:
+        sq_row = torch.stack([sq_norm_mu(w_row(w), norm) for w in weights])
+        sq_col = torch.stack([sq_norm_mu(w_col(w), norm) for w in weights])
+    s = ref.new_tensor([lay.s for lay in layers])
+    c = ref.new_tensor([lay.c for lay in layers])
+    bn = torch.tensor([lay.has_bn for lay in layers], device=ref.device)
+    one = torch.ones_like(s)
+    inv_mw = torch.where(bn, sq_row / s, one)                      # 1/m_{b,W} = ‖W_row‖²_{2,μ}/s
+    inv_mz = torch.where(bn, sq_row * c / sq_col, one)             # 1/m_{b,z} = c‖W_row‖²/‖W_col‖²
+    inv_s = torch.where(bn, 1.0 / s, one)
+    # above[b] = ∏_{i>b} 1/m_{i,z}: exclusive suffix product
+    suffix = torch.flip(torch.cumprod(torch.flip(inv_mz, [0]), 0), [0])
+    above = torch.cat([suffix[1:], one[:1]])
+    return inv_mw * above, inv_s * above

@@ -1,0 +1,152 @@
+"""One training run, described by one frozen dataclass.
+
+``RunConfig`` names every hyperparameter that can change a result, validates itself on construction (a
+``ValueError`` naming the parameter, before any data is loaded) and has a stable content hash that keys the
+results store.
+
+Conventions that silently change results are explicit fields:
+
+* ``weight_decay_mode="coupled"``: L2 added to the gradient before momentum, exactly ``torch.optim.SGD``'s
+  ``weight_decay`` (the convention of Yun et al. 2022 and Li & Arora 2020). ``"decoupled"``: the weight is
+  shrunk by ``lr * weight_decay`` outside the momentum (AdamW / SGDP style; the optimizer documents its form).
+* momentum is PyTorch's form ``v <- mu v + g; x <- x - lr v`` (Sutskever et al.), not ``v <- mu v + lr g``;
+  with a fixed LR the two are identical, they differ only at an LR change.
+* ``drop_last`` is always False: the last partial batch of an epoch is used (Sec. 4 of Yun et al. counts
+  ``ceil(N/B)`` steps per epoch only approximately; the paper's tables include B = 2048 with N = 3125).
+* ``ghost_batch``: ghost-batch-norm chunk size of the scale-invariant models (64 in Yun et al. Sec. 3.1).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Mapping
+
+PROFILES = ("smoke", "cpu", "gpu", "paper")
+WEIGHT_DECAY_MODES = ("coupled", "decoupled")
+DEVICES = ("auto", "cpu", "cuda")
+# Fields that do not change what is computed (where and how it is shown); excluded from the hash.
+_NOT_HASHED = ("device", "profile", "eval_every")
+
+
+def _freeze(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(sorted((d or {}).items())))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one training run. Units: lr per step, weight_decay per step, epochs."""
+
+    model: str = "resnet18"  # registered model name (repro_lib.models.list_models())
+    scale_invariant: bool = True  # build the scale-invariant variant of the model
+    width: int = 64  # base width (64 = the paper's ResNet-18)
+    dataset: str = "cifar10"  # repro_lib.data.DATASETS
+    synthetic: bool = False  # synthetic images of the dataset's shape (smoke profile)
+    n: int = 50000  # training samples (class-balanced seeded subset when < dataset size)
+    n_test: int = 0  # test samples used for evaluation (0 = full test set)
+    batch_size: int = 128
+    lr: float = 0.1
+    weight_decay: float = 1e-4
+    weight_decay_mode: str = "coupled"
+    momentum: float = 0.9
+    nesterov: bool = False
+    optimizer: str = "sgd"  # repro_lib.optim registry
+    optimizer_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    schedule: str = "step"  # repro_lib.schedules registry
+    schedule_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    num_epochs: int = 300
+    ghost_batch: int = 64
+    augment: bool = True  # random crop (4-px zero padding) + horizontal flip
+    seed: int = 0
+    device: str = "auto"
+    profile: str = "paper"
+    eval_every: int = 1  # evaluate on the test set every k epochs (and always at the last epoch)
+
+    def __post_init__(self):
+        object.__setattr__(self, "optimizer_kwargs", _freeze(self.optimizer_kwargs))
+        object.__setattr__(self, "schedule_kwargs", _freeze(self.schedule_kwargs))
+        self._validate()
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            want = f.type
+            ok = {
+                "str": isinstance(v, str),
+                "bool": isinstance(v, bool),
+                "int": isinstance(v, int) and not isinstance(v, bool),
+                "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+                "Mapping[str, Any]": isinstance(v, Mapping),
+            }[want]
+            if not ok:
+                raise ValueError(f"{f.name}: expected {want}, got {type(v).__name__} {v!r}")
+        for name in ("lr", "batch_size", "num_epochs", "n", "width", "ghost_batch", "eval_every"):
+            v = getattr(self, name)
+            if not (v > 0 and math.isfinite(v)):
+                raise ValueError(f"{name}: must be positive, got {v!r}")
+        if self.weight_decay < 0 or not math.isfinite(self.weight_decay):
+            raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay!r}")
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"momentum: must be in [0, 1), got {self.momentum!r}")
+        if self.n_test < 0:
+            raise ValueError(f"n_test: must be >= 0, got {self.n_test!r}")
+        if self.batch_size > self.n:
+            raise ValueError(f"batch_size: {self.batch_size} is larger than n={self.n}")
+        if self.weight_decay_mode not in WEIGHT_DECAY_MODES:
+            raise ValueError(f"weight_decay_mode: must be one of {WEIGHT_DECAY_MODES}, got {self.weight_decay_mode!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device: must be one of {DEVICES}, got {self.device!r}")
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile: must be one of {PROFILES}, got {self.profile!r}")
+        # Registries are imported lazily: config must stay importable without torch-heavy modules.
+        from . import data, models, optim, schedules
+
+        if self.model not in models.list_models():
+            raise ValueError(f"model: unknown model {self.model!r}; known: {models.list_models()}")
+        if self.dataset not in data.DATASETS:
+            raise ValueError(f"dataset: unknown dataset {self.dataset!r}; known: {sorted(data.DATASETS)}")
+        if not self.synthetic and self.n > data.DATASETS[self.dataset].n_train:
+            raise ValueError(f"n: {self.n} exceeds the {data.DATASETS[self.dataset].n_train} training images of {self.dataset}")
+        if self.optimizer not in optim.list_optimizers():
+            raise ValueError(f"optimizer: unknown optimizer {self.optimizer!r}; known: {optim.list_optimizers()}")
+        if self.schedule not in schedules.list_schedules():
+            raise ValueError(f"schedule: unknown schedule {self.schedule!r}; known: {schedules.list_schedules()}")
+
+    # ------------------------------------------------------------------ identity
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["optimizer_kwargs"] = dict(self.optimizer_kwargs)
+        d["schedule_kwargs"] = dict(self.schedule_kwargs)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunConfig":
+        """Build from a mapping; an unknown key is a ``ValueError`` naming it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"{unknown[0]}: unknown parameter (known: {sorted(known)})")
+        return cls(**d)
+
+    def replace(self, **changes) -> "RunConfig":
+        known = {f.name for f in fields(self)}
+        for k in changes:
+            if k not in known:
+                raise ValueError(f"{k}: unknown parameter (known: {sorted(known)})")
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def hash(self) -> str:
+        """Stable content hash (16 hex) over every field that changes the computation."""
+        d = {k: v for k, v in self.to_dict().items() if k not in _NOT_HASHED}
+        blob = json.dumps(d, sort_keys=True, default=repr, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def tuning_factor(self) -> float:
+        """N·η·λ / (B·(1−μ)) (Eq. 27 of Yun et al. 2022)."""
+        return self.n * self.lr * self.weight_decay / (self.batch_size * (1 - self.momentum))

@@ -1,0 +1,232 @@
+"""AdamP (Algorithm 2 of Heo, Chun, Oh, Han, Yun, Kim, Uh, Ha — *AdamP: Slowing Down the Slowdown for Momentum
+Optimizers on Scale-invariant Weights*, ICLR 2021), plus the multi-tensor scale-invariance test and projection
+(Eq. 10–11) that ``sgdp.py`` reuses. Original code: github.com/clovaai/AdamP (MIT); timm ships the same algorithm
+as ``timm.optim.AdamP``, against which ``tests/test_sgdp_adamp.py`` checks us.
+
+Semantics (the authors' code, which the paper defers to in Appendix E):
+
+* Candidates are tensors with ``ndim > 1``. On the **raw gradient** g and the current weight w (before weight
+  decay), the absolute cosine similarity is tested first channel-wise (rows ``w.view(out_channels, -1)``: all
+  rows must satisfy ``|cos| < delta / sqrt(row_len)``) and, if that fails, layer-wise (``w.view(1, -1)``,
+  ``|cos| < delta / sqrt(numel)``). Eq. 11 of the paper lacks the absolute value; the code has it and the authors
+  confirmed the code. ``cos = g·w / (max(|g|, eps) · max(|w|, eps))`` (``F.cosine_similarity``).
+* On a hit the update is projected onto the tangent space of w (Eq. 10), row-wise for a channel hit and over the
+  whole tensor for a layer hit, with ``ŵ = w / (|w| + eps)``; weight decay on that tensor is multiplied by
+  ``wd_ratio``.
+* Weight decay is decoupled (Loshchilov & Hutter): AdamP shrinks ``w <- w (1 - lr·wd·r)`` before the step
+  (r = wd_ratio on projected tensors, 1 elsewhere) — the AdamW convention, so the paper's "wd 1e-4" at lr 1e-3
+  (AdamW-paper notation, a shrink of 1e-4 per step) is ``weight_decay=0.1`` here.
+
+Speed: every elementwise pass is a ``torch._foreach_*`` call over the whole param group; per tensor only the
+three row reductions of the test (and two ops on projected tensors) remain, and all small per-row statistics are
+concatenated so that the decision for the whole group costs one host sync.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import register_optimizer, trainable
+
+NO_HIT, CHANNEL_HIT, LAYER_HIT = 0, 1, 2
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as (out_channels, -1): the channel-wise view of the authors' ``_channel_view``."""
+    return x.reshape(x.shape[0], -1)
+
+
+def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Row-wise dot product of two (R, C) views without an (R, C) temporary (batched BLAS dot)."""
+    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
+
+
+def scale_invariance_test(params: list[torch.Tensor], grads: list[torch.Tensor], delta: float, eps: float):
+    """Eq. 11 detection for a list of ``ndim > 1`` tensors, channel-wise then layer-wise.
+
+    Returns ``(hits, row_norms, layer_norms, cos_rows, cos_layer)``: ``hits[i]`` is NO_HIT / CHANNEL_HIT /
+    LAYER_HIT (python ints, one host sync for the whole list), ``row_norms[i]`` the (R,) row norms of
+    ``params[i]``, ``layer_norms`` a (T,) tensor of whole-tensor norms, ``cos_rows`` the concatenated channel-wise
+    |cos| of all tensors and ``cos_layer`` the (T,) layer-wise |cos| (used by ``repro_lib.adamp_toys``).
+    """
+    if not params:
+        return [], [], params[:0], None, None
+    gw, gn, wn, counts, ncols = [], [], [], [], []
+    for p, g in zip(params, grads):
+        w2, g2 = _rows(p), _rows(g)
+        gw.append(_rowdot(g2, w2))
+        gn.append(torch.linalg.vector_norm(g2, dim=1))
+        wn.append(torch.linalg.vector_norm(w2, dim=1))
+        counts.append(w2.shape[0])
+        ncols.append(w2.shape[1])
+    dev = params[0].device
+    GW, GN, WN = torch.cat(gw), torch.cat(gn), torch.cat(wn)
+    counts_t = torch.tensor(counts, device=dev)
+    ncols_t = torch.tensor(ncols, device=dev, dtype=GW.dtype)
+    seg = torch.repeat_interleave(torch.arange(len(params), device=dev), counts_t)
+    cos_rows = GW.abs() / (GN.clamp_min(eps) * WN.clamp_min(eps))
+    T = len(params)
+    cmax = torch.zeros(T, device=dev, dtype=GW.dtype).scatter_reduce_(0, seg, cos_rows, "amax", include_self=False)
+    lgw = torch.zeros(T, device=dev, dtype=GW.dtype).index_add_(0, seg, GW)
+    lgn = torch.zeros(T, device=dev, dtype=GW.dtype).index_add_(0, seg, GN * GN).sqrt_()
+    lwn = torch.zeros(T, device=dev, dtype=GW.dtype).index_add_(0, seg, WN * WN).sqrt_()
+    cos_layer = lgw.abs() / (lgn.clamp_min(eps) * lwn.clamp_min(eps))
+    channel = cmax < delta / ncols_t.sqrt()
+    layer = ~channel & (cos_layer < delta / (ncols_t * counts_t).sqrt())
+    hits = (channel.to(torch.int8) * CHANNEL_HIT + layer.to(torch.int8) * LAYER_HIT).tolist()
+    return hits, WN, lwn, cos_rows, cos_layer
+
+
+def project_(perturb: torch.Tensor, w: torch.Tensor, hit: int, row_norm: torch.Tensor, layer_norm: torch.Tensor,
+             eps: float) -> torch.Tensor:
+    """In place ``perturb <- Π_w(perturb) = perturb − (ŵ·perturb) ŵ`` (Eq. 10), ``ŵ = w / (|w| + eps)`` row-wise
+    (CHANNEL_HIT) or over the whole tensor (LAYER_HIT), as the authors' ``_projection``."""
+    d2, w2 = _rows(perturb), _rows(w)
+    if hit == CHANNEL_HIT:
+        coef = _rowdot(w2, d2) / (row_norm + eps).square()
+        d2.addcmul_(w2, coef.unsqueeze(1), value=-1.0)
+    elif hit == LAYER_HIT:
+        coef = _rowdot(w2, d2).sum() / (layer_norm + eps).square()
+        perturb.addcmul_(w, coef, value=-1.0)
+    return perturb
+
+
+def _collect(group, state, init):
+    """Params with a gradient, their grads and state (initialised by ``init(p)`` on first sight)."""
+    ps, gs, sts = [], [], []
+    for p in group["params"]:
+        if p.grad is None:
+            continue
+        if p.grad.is_sparse:
+            raise RuntimeError("SGDP/AdamP do not support sparse gradients")
+        st = state[p]
+        if len(st) == 0:
+            init(p, st)
+        ps.append(p)
+        gs.append(p.grad)
+        sts.append(st)
+    return ps, gs, sts
+
+
+def _test_candidates(ps, gs, delta, eps):
+    """Run the test on the ``ndim > 1`` tensors; return per-tensor hit codes (0 for ndim <= 1) and norms."""
+    idx = [i for i, p in enumerate(ps) if p.ndim > 1]
+    hits_c, rown, layern, _, _ = scale_invariance_test([ps[i] for i in idx], [gs[i] for i in idx], delta, eps)
+    hits = [NO_HIT] * len(ps)
+    norms = [None] * len(ps)
+    n0 = 0
+    for k, i in enumerate(idx):
+        hits[i] = hits_c[k]
+        if hits_c[k]:
+            norms[i] = (rown[n0:n0 + ps[i].shape[0]], layern[k])
+        n0 += ps[i].shape[0]
+    return hits, norms
+
+
+class AdamP(torch.optim.Optimizer):
+    """Algorithm 2 of Heo et al. (2021) with the authors' code semantics (module docstring).
+
+    ``m <- β1 m + (1−β1) g``; ``v <- β2 v + (1−β2) g²``; ``p = m / (sqrt(v)/sqrt(1−β2^t) + eps)`` (Nesterov:
+    ``(β1 m + (1−β1) g)`` in the numerator); ``q = Π_w(p)`` on a hit (Eq. 11); ``w <- w (1 − lr·wd·r)``;
+    ``w <- w − lr/(1−β1^t) · q``. Defaults as in the paper / authors' code.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, delta=0.1,
+                 wd_ratio=0.1, nesterov=False):
+        if lr <= 0 or weight_decay < 0 or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1:
+            raise ValueError(f"AdamP: invalid lr={lr}, weight_decay={weight_decay} or betas={betas}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, delta=delta,
+                        wd_ratio=wd_ratio, nesterov=nesterov)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+
+        def init(p, st):
+            st["step"] = 0
+            st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+
+        for group in self.param_groups:
+            ps, gs, sts = _collect(group, self.state, init)
+            if not ps:
+                continue
+            lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            hits, norms = _test_candidates(ps, gs, group["delta"], eps)  # raw gradient, weight before decay
+
+            ms = [st["exp_avg"] for st in sts]
+            vs = [st["exp_avg_sq"] for st in sts]
+            for st in sts:
+                st["step"] += 1
+            bc1 = [1 - b1 ** st["step"] for st in sts]
+            bc2_sqrt = [math.sqrt(1 - b2 ** st["step"]) for st in sts]
+            torch._foreach_mul_(ms, b1)
+            torch._foreach_add_(ms, gs, alpha=1 - b1)
+            torch._foreach_mul_(vs, b2)
+            torch._foreach_addcmul_(vs, gs, gs, value=1 - b2)
+            denom = torch._foreach_sqrt(vs)
+            torch._foreach_div_(denom, bc2_sqrt)
+            torch._foreach_add_(denom, eps)
+
+            # Tensors whose perturbation must be materialised: all (Nesterov) or the projected ones.
+            need = list(range(len(ps))) if group["nesterov"] else [i for i, h in enumerate(hits) if h]
+            if need:
+                if group["nesterov"]:
+                    num = torch._foreach_mul([ms[i] for i in need], b1)
+                    torch._foreach_add_(num, [gs[i] for i in need], alpha=1 - b1)
+                else:
+                    num = [ms[i] for i in need]
+                pert = torch._foreach_div(num, [denom[i] for i in need])
+                for k, i in enumerate(need):
+                    if hits[i]:
+                        project_(pert[k], ps[i], hits[i], norms[i][0], norms[i][1], eps)
+            if wd > 0:
+                torch._foreach_mul_(ps, [1.0 - lr * wd * (group["wd_ratio"] if h else 1.0) for h in hits])
+            step_size = [-lr / b for b in bc1]
+            if need:
+                torch._foreach_mul_(pert, [step_size[i] for i in need])
+                torch._foreach_add_([ps[i] for i in need], pert)
+            needed = set(need)
+            rest = [i for i in range(len(ps)) if i not in needed]
+            if rest:
+                torch._foreach_addcdiv_([ps[i] for i in rest], [ms[i] for i in rest], [denom[i] for i in rest],
+                                        [step_size[i] for i in rest])
+        return loss
+
+
+@register_optimizer("adamp")
+def _build_adamp(cfg, model):
+    """AdamP on all trainable parameters. ``cfg.lr``, ``cfg.weight_decay`` (decoupled, ×lr: AdamW convention),
+    ``cfg.nesterov``; ``optimizer_kwargs``: betas (default (0.9, 0.999); ``cfg.momentum`` is not used), eps,
+    delta (0.1), wd_ratio (0.1). ``weight_decay_mode`` must be "decoupled" when weight_decay > 0."""
+    kw = _check_kwargs(cfg, "adamp", {"betas", "eps", "delta", "wd_ratio"})
+    return AdamP(trainable(model), lr=cfg.lr, weight_decay=cfg.weight_decay, nesterov=cfg.nesterov, **kw)
+
+
+@register_optimizer("adamw")
+def _build_adamw(cfg, model):
+    """``torch.optim.AdamW(foreach=True)``: decoupled weight decay multiplied by lr (``w <- w(1 − lr·wd)``), on
+    every trainable tensor. ``optimizer_kwargs``: betas, eps. The AdamP paper's "wd 1e-4" at lr 1e-3 is
+    ``weight_decay=0.1`` here (see module docstring)."""
+    kw = _check_kwargs(cfg, "adamw", {"betas", "eps"})
+    if cfg.nesterov:
+        raise ValueError("nesterov: torch AdamW has no Nesterov variant")
+    return torch.optim.AdamW(trainable(model), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True, **kw)
+
+
+def _check_kwargs(cfg, name: str, allowed: set[str]) -> dict:
+    kw = dict(cfg.optimizer_kwargs)
+    unknown = sorted(set(kw) - allowed)
+    if unknown:
+        raise ValueError(f"optimizer_kwargs: {unknown[0]!r} is not an option of {name!r} (known: {sorted(allowed)})")
+    if cfg.weight_decay > 0 and cfg.weight_decay_mode != "decoupled":
+        raise ValueError(f"weight_decay_mode: optimizer {name!r} implements decoupled weight decay only; "
+                         f"set weight_decay_mode='decoupled'")
+    if "betas" in kw:
+        kw["betas"] = tuple(kw["betas"])
+    return kw

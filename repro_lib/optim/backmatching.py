@@ -1,0 +1,185 @@
+"""Scale-amended SGD and the two layer-wise baselines of its supplement (LARS, LSALR).
+
+Zhang, Chen, Liu — *Train Feedforward Neural Network with Layer-wise Adaptive Rate via Approximating
+Back-matching Propagation* (arXiv 1802.09750), supplementary material App. C.1 and App. D. The derivation of
+the scale-amended rate and every convention behind it is in :mod:`repro_lib.backmatching`.
+
+All three are SGD with a per-tensor rate factor ``r_p`` applied to the (coupled-L2) gradient before
+momentum, in PyTorch's momentum form:
+
+    d_p = r_p · (∇_p J + λ p);   v_p ← μ v_p + d_p;   p ← p − η (d_p + μ v_p if nesterov else v_p)
+
+(first step ``v_p = d_p``, no dampening, exactly ``torch.optim.SGD`` when every ``r_p = 1``). Weight decay is
+coupled L2 on every tensor (the supplement says "weight decay with coefficient 1e-3" for the baselines and
+5e-3 for scale-amended SGD, nothing more); ``weight_decay_mode="decoupled"`` is rejected.
+
+* ``"scale_amended_sgd"``: ``r_p`` from Eq. (*) of :mod:`repro_lib.backmatching` (``layer_rates``), recomputed
+  every step from the current weights. ``optimizer_kwargs``: ``norm`` ("ms" | "mean", how ‖·‖_{2,μ} is
+  read; default "ms"), ``input_shape`` (per-sample input shape used to trace the chain; default
+  ``(3, S, S)`` with ``S`` the dataset's image size). Parameters outside every traced block get ``r = 1``.
+* ``"lars"``: ``r_l = trust · ‖W_l‖₂/‖δW_l‖₂`` with ``δW_l = ∇J + λW_l`` (App. D: "η·‖W_l‖/‖δW_l‖", global
+  η = 2). *choice*: the supplement omits LARS's trust coefficient; without one, η = 2 moves every layer
+  by twice its norm per step, so we use You et al. (2017)'s ``trust = 1e-3`` (``optimizer_kwargs["trust"]``).
+  Every parameter tensor is a "layer"; where ``‖W_l‖`` or ``‖δW_l‖`` is 0 the ratio is 1 (apex LARC).
+* ``"lsalr"``: ``r_l = 1 + log(1 + 1/‖δW_l‖₂)`` (Singh et al. 2015; App. D, global η = 0.1), every tensor;
+  ``r_l = 1`` where ``δW_l = 0``.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import register_optimizer, trainable
+from .. import backmatching as bm
+
+
+class LayerwiseSGD(torch.optim.Optimizer):
+    """SGD with a per-tensor rate factor (module docstring). Subclasses implement ``rates``."""
+
+    def __init__(self, params, lr: float, momentum: float = 0.0, nesterov: bool = False,
+                 weight_decay: float = 0.0):
+        if nesterov and momentum <= 0:
+            raise ValueError("nesterov: needs momentum > 0")
+        super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay))
+
+    def rates(self, group: dict, params: list[torch.Tensor], directions: list[torch.Tensor]) -> torch.Tensor:
+        """1-D tensor: the rate factor ``r_p`` of each parameter in ``params``."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            grads = [p.grad for p in params]
+            wd, mu = group["weight_decay"], group["momentum"]
+            d = torch._foreach_add(grads, params, alpha=wd) if wd else [g.clone() for g in grads]
+            r = self.rates(group, params, d)
+            torch._foreach_mul_(d, r.tolist())
+            if mu:
+                bufs = []
+                for p, dp in zip(params, d):
+                    st = self.state[p]
+                    if "momentum_buffer" not in st:
+                        st["momentum_buffer"] = dp.clone()
+                    else:
+                        bufs.append((st["momentum_buffer"], dp))
+                if bufs:
+                    b_list, d_list = [b for b, _ in bufs], [x for _, x in bufs]
+                    torch._foreach_mul_(b_list, mu)
+                    torch._foreach_add_(b_list, d_list)
+                mom = [self.state[p]["momentum_buffer"] for p in params]
+                if group["nesterov"]:
+                    torch._foreach_add_(d, mom, alpha=mu)
+                else:
+                    d = mom
+            torch._foreach_add_(params, d, alpha=-group["lr"])
+            self._last_rates = r
+        return loss
+
+
+class LARS(LayerwiseSGD):
+    """``r_l = trust · ‖W_l‖/‖δW_l‖`` (App. D; You et al. 2017 trust coefficient)."""
+
+    def __init__(self, params, lr, momentum=0.0, nesterov=False, weight_decay=0.0, trust: float = 1e-3):
+        self.trust = trust
+        super().__init__(params, lr, momentum, nesterov, weight_decay)
+
+    def rates(self, group, params, directions):
+        w = torch.stack(torch._foreach_norm(params))
+        g = torch.stack(torch._foreach_norm(directions))
+        ok = (w > 0) & (g > 0)
+        return self.trust * torch.where(ok, w / torch.where(ok, g, torch.ones_like(g)), torch.ones_like(w))
+
+
+class LSALR(LayerwiseSGD):
+    """``r_l = 1 + log(1 + 1/‖δW_l‖)`` (App. D; Singh et al. 2015)."""
+
+    def rates(self, group, params, directions):
+        g = torch.stack(torch._foreach_norm(directions))
+        ok = g > 0
+        return torch.where(ok, 1 + torch.log1p(1 / torch.where(ok, g, torch.ones_like(g))), torch.ones_like(g))
+
+
+class ScaleAmendedSGD(LayerwiseSGD):
+    """Scale-amended SGD: ``r`` from :func:`repro_lib.backmatching.layer_rates` (App. C.1, Eq. (*)).
+
+    ``layers`` is the chain found by :func:`repro_lib.backmatching.trace_layers`, ``names`` maps each
+    parameter (by identity) to its name in the model.
+    """
+
+    def __init__(self, named_params, layers, lr, momentum=0.0, nesterov=False, weight_decay=0.0,
+                 norm: str = "ms"):
+        named_params = list(named_params)
+        by_name = dict(named_params)
+        bm.sq_norm_mu(torch.ones(1, 1), norm)  # validate early
+        self.norm, self.layers = norm, list(layers)
+        self._weights = [by_name[lay.weight] for lay in self.layers]
+        # role of each parameter: index into cat([r_W, r_bn, 1]); unknown parameters get r = 1
+        L = len(self.layers)
+        role = {}
+        for b, lay in enumerate(self.layers):
+            role[lay.weight] = b
+            for n in lay.bn:
+                role[n] = L + b
+            if lay.bias is not None:
+                role[lay.bias] = (L + b) if lay.has_bn else b
+        self._index = {id(p): role.get(n, 2 * L) for n, p in named_params}
+        super().__init__([p for _, p in named_params], lr, momentum, nesterov, weight_decay)
+
+    def layer_rates(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return bm.layer_rates(self.layers, self._weights, self.norm)
+
+    def rates(self, group, params, directions):
+        r_w, r_bn = self.layer_rates()
+        table = torch.cat([r_w, r_bn, r_w.new_ones(1)])
+        idx = torch.tensor([self._index[id(p)] for p in params], device=table.device)
+        return table[idx]
+
+
+def _check_coupled(cfg, name):
+    if cfg.weight_decay_mode != "coupled":
+        raise ValueError(f"weight_decay_mode: optimizer {name!r} implements coupled L2 only")
+
+
+def _check_kwargs(cfg, allowed):
+    bad = sorted(set(cfg.optimizer_kwargs) - set(allowed))
+    if bad:
+        raise ValueError(f"optimizer_kwargs: unknown key {bad[0]!r} for {cfg.optimizer!r} (known: {sorted(allowed)})")
+
+
+@register_optimizer("scale_amended_sgd")
+def _build_scale_amended(cfg, model):
+    _check_coupled(cfg, "scale_amended_sgd")
+    _check_kwargs(cfg, ("norm", "input_shape"))
+    kw = dict(cfg.optimizer_kwargs)
+    shape = kw.get("input_shape")
+    if shape is None:
+        from ..data import DATASETS
+
+        size = DATASETS[cfg.dataset].image_size
+        shape = (3, size, size)
+    layers = bm.trace_layers(model, tuple(shape))
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    return ScaleAmendedSGD(named, layers, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
+                           weight_decay=cfg.weight_decay, norm=kw.get("norm", "ms"))
+
+
+@register_optimizer("lars")
+def _build_lars(cfg, model):
+    _check_coupled(cfg, "lars")
+    _check_kwargs(cfg, ("trust",))
+    return LARS(trainable(model), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
+                weight_decay=cfg.weight_decay, trust=cfg.optimizer_kwargs.get("trust", 1e-3))
+
+
+@register_optimizer("lsalr")
+def _build_lsalr(cfg, model):
+    _check_coupled(cfg, "lsalr")
+    _check_kwargs(cfg, ())
+    return LSALR(trainable(model), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
+                 weight_decay=cfg.weight_decay)

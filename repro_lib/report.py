@@ -1,0 +1,112 @@
+"""Tables and figures from DataFrames, the way the papers show them. No training here.
+
+* ``pivot_cells``: long-form cells → the paper's grid (rows = (LR, WD) in the paper's order, columns = N or B);
+* ``style_grid``: pandas Styler with a yellow background on the cells whose tuning factor is the paper's
+  highlighted value and the best value of each column in bold (Yun et al. 2022, Tables 1–11);
+* ``side_by_side``: our grid next to the paper's, as one HTML block;
+* ``verdict``: per column, is the best or second-best accuracy in a yellow cell (the paper's claim, Sec. 5.1);
+* ``export``: HTML and LaTeX files;
+* ``plot_angular``: Δθ per epoch curves with the predicted level arccos(1 − tuning factor) (Eq. 27).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+YELLOW = "background-color: #fff59d"
+
+
+def pivot_cells(cells: pd.DataFrame, value: str, col: str = "n", row_keys=("lr", "weight_decay"),
+                order: str = "row") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(grid of ``value``, grid of the ``yellow`` flag) with rows ``row_keys`` in ``order`` and columns ``col``."""
+    cells = cells.sort_values([order, col]) if order in cells else cells
+    idx = list(dict.fromkeys(tuple(r) for r in cells[list(row_keys)].itertuples(index=False)))
+    cols = sorted(cells[col].unique())
+    grid = pd.DataFrame(np.nan, index=pd.MultiIndex.from_tuples(idx, names=list(row_keys)), columns=cols)
+    grid.columns.name = col
+    yellow = pd.DataFrame(False, index=grid.index, columns=cols)
+    for _, r in cells.iterrows():
+        key = tuple(r[k] for k in row_keys)
+        grid.loc[key, r[col]] = r[value]
+        yellow.loc[key, r[col]] = bool(r.get("yellow", False))
+    return grid, yellow
+
+
+def _rank_in_column(col: pd.Series) -> pd.Series:
+    """1 for the best, 2 for the second best (ties share a rank), NaN for empty cells."""
+    return col.rank(ascending=False, method="min")
+
+
+def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", precision: int = 2):
+    """Paper-style Styler: yellow cells, bold best per column, blanks for empty cells."""
+    ranks = grid.apply(_rank_in_column)
+
+    def css(_):
+        out = pd.DataFrame("", index=grid.index, columns=grid.columns)
+        out = out.mask(yellow.reindex_like(grid).fillna(False).astype(bool), YELLOW)
+        bold = ranks == 1
+        out = out.where(~bold, out + ";font-weight: bold")
+        return out
+
+    sty = grid.style.apply(css, axis=None).format(precision=precision, na_rep="")
+    if caption:
+        sty = sty.set_caption(caption)
+    return sty
+
+
+def verdict(grid: pd.DataFrame, yellow: pd.DataFrame) -> pd.Series:
+    """Per column: ``"best"`` / ``"second"`` if a yellow cell holds the best / second-best accuracy,
+    ``"no"`` otherwise, ``"n/a"`` if the column has no yellow cell with a value."""
+    ranks = grid.apply(_rank_in_column)
+    out = {}
+    for c in grid.columns:
+        ymask = yellow[c].astype(bool) & grid[c].notna()
+        if not ymask.any():
+            out[c] = "n/a"
+            continue
+        best = ranks[c][ymask].min()
+        out[c] = "best" if best == 1 else "second" if best == 2 else "no"
+    return pd.Series(out, name="verdict")
+
+
+def side_by_side(*stylers, titles=()) -> str:
+    """HTML of several Stylers in one row (display with ``IPython.display.HTML``)."""
+    parts = []
+    for i, s in enumerate(stylers):
+        t = titles[i] if i < len(titles) else ""
+        parts.append(f'<div style="display:inline-block;vertical-align:top;margin-right:2em">'
+                     f'<b>{t}</b>{s.to_html()}</div>')
+    return "<div>" + "".join(parts) + "</div>"
+
+
+def export(styler, path_stem: str | Path) -> list[Path]:
+    """Write ``<stem>.html`` and ``<stem>.tex`` (LaTeX with \\cellcolor for yellow and \\bfseries for bold)."""
+    stem = Path(path_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    html, tex = stem.with_suffix(".html"), stem.with_suffix(".tex")
+    html.write_text(styler.to_html())
+    tex.write_text(styler.to_latex(convert_css=True, hrules=True))
+    return [html, tex]
+
+
+def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None = None,
+                 y: str = "angular_update", title: str = ""):
+    """Δθ (radians) per epoch, one line per ``hue`` value; ``predicted``: {label: tuning factor} draws the
+    level arccos(1 − TF) of Eq. 27 as dashed lines."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    sns.lineplot(data=hist, x="epoch", y=y, hue=hue, ax=ax, palette="tab10")
+    for label, tf in (predicted or {}).items():
+        if 0 < tf < 2:
+            ax.axhline(math.acos(1 - tf), ls="--", lw=1, color="gray")
+            ax.annotate(f"arccos(1−TF) {label}", (hist["epoch"].max(), math.acos(1 - tf)), fontsize=7,
+                        ha="right", va="bottom", color="gray")
+    ax.set_ylabel({"angular_update": "Δθ per epoch (rad)"}.get(y, y))
+    ax.set_title(title)
+    return ax

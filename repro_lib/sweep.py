@@ -1,0 +1,64 @@
+"""Run a list of configurations through ``fit`` with resume and progress, and aggregate seeds.
+
+``run_sweep(plan, store)``: every row of ``plan`` (a DataFrame with a ``cfg`` column of ``RunConfig``) is trained
+unless the store already holds it; an interrupted run resumes from its checkpoint. A sweep killed half-way and
+started again recomputes nothing that finished. Returns the plan with result columns added.
+
+``aggregate(df, by)``: the paper's rule (Yun et al. 2022, Sec. 5): mean test accuracy over the seeds that did not
+diverge; NaN (a blank cell) when every seed diverged.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .train import fit
+
+
+def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = False,
+              progress: bool = True) -> pd.DataFrame:
+    """Train every ``plan.cfg`` (skipping finished runs in ``store``) and return plan + result columns
+    ``status, diverged_epoch, test_acc, train_loss, angular_update_last, seconds, history``."""
+    rows = []
+    cfgs = list(plan["cfg"])
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(cfgs), desc="runs")
+    for cfg in cfgs:
+        res = fit(cfg, store=store, data_root=data_root, download=download, progress=progress)
+        hist = res.get("history", [])
+        ang = [h["angular_update"] for h in hist if "angular_update" in h]
+        rows.append({"status": res["status"], "diverged_epoch": res["diverged_epoch"],
+                     "test_acc": res["test_acc"], "train_loss": res["train_loss"],
+                     "angular_update_last": ang[-1] if ang else math.nan,
+                     "seconds": res.get("train_seconds", math.nan), "data": res.get("data"),
+                     "history": hist})
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return pd.concat([plan.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+
+
+def aggregate(df: pd.DataFrame, by: list[str], value: str = "test_acc") -> pd.DataFrame:
+    """Mean of ``value`` over non-diverged runs per group, plus ``runs``, ``diverged`` and ``std`` columns."""
+
+    def agg(g):
+        ok = g[g["status"] == "finished"][value]
+        return pd.Series({value: ok.mean() if len(ok) else math.nan,
+                          "std": ok.std(ddof=0) if len(ok) else math.nan,
+                          "runs": len(g), "diverged": int((g["status"] == "diverged").sum())})
+
+    return df.groupby(by, dropna=False, sort=False).apply(agg, include_groups=False).reset_index()
+
+
+def histories(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Long-form per-epoch metrics of every run in a sweep result, tagged with ``keys`` columns."""
+    out = []
+    for _, r in df.iterrows():
+        for h in r["history"]:
+            out.append({**{k: r[k] for k in keys}, **{k: v for k, v in h.items() if not isinstance(v, dict)}})
+    return pd.DataFrame(out)

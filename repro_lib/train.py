@@ -1,0 +1,197 @@
+"""The one training loop: ``fit(cfg)`` trains the run a ``RunConfig`` describes and returns its metrics.
+
+Protocol (Yun et al. 2022, Sec. 4 and Appendix B; the same loop serves Li & Arora 2020, Heo et al. 2021 and the
+back-matching supplement through ``cfg.optimizer`` / ``cfg.schedule``):
+
+* the optimizer comes from ``repro_lib.optim`` (``"sgd"`` = ``torch.optim.SGD``: coupled L2 weight decay,
+  PyTorch momentum ``v ← μv + g; x ← x − ηv``), the LR from ``repro_lib.schedules`` and is written into the
+  optimizer before every step (``schedule.apply(opt, step)``; global 0-based step);
+* data: device-resident uint8 tensors, per-epoch reshuffling, random crop with 4-pixel zero padding + flip,
+  standard normalization, ``drop_last=False``; a class-balanced seeded subset of ``cfg.n`` images;
+* evaluation on the full test set (or ``cfg.n_test`` class-balanced test images) with running statistics;
+* the angular tracker (``repro_lib.angular``) records Δθ per epoch (Eq. 11), ‖x‖, η/‖x‖² (Eq. 9) and
+  ηN/(‖x‖²B) (Eq. 10) over ``model.scale_invariant_names``;
+* a run whose training loss or weights become NaN/inf is stopped and recorded as ``diverged`` at that epoch;
+* with a ``Store``: a finished run is returned from the store, an unfinished one resumes from its last
+  epoch-boundary checkpoint (model, optimizer, tracker, history; batches are a function of (seed, epoch)).
+
+No plotting here.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+from . import data as data_mod
+from .angular import AngularTracker
+from .config import RunConfig
+from .models import create
+from .optim import build_optimizer
+from .schedules import build_schedule
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device: 'cuda' requested but no CUDA device is available")
+    return torch.device(device)
+
+
+@functools.lru_cache(maxsize=4)
+def _split(name: str, split: str, root: str | None, download: bool, synthetic: bool, synthetic_n: int | None):
+    return data_mod.load_split(name, split, root, download=download, synthetic=synthetic, synthetic_n=synthetic_n)
+
+
+def load_data(cfg: RunConfig, data_root=None, download: bool = False):
+    """The (train, test) ``ImageTensors`` of a run, on CPU: a class-balanced subset of ``cfg.n`` training
+    images (seeded by ``cfg.seed``) and the test set (or ``cfg.n_test`` balanced test images)."""
+    root = str(data_root) if data_root else None
+    if cfg.synthetic:
+        train = _split(cfg.dataset, "train", None, False, True, cfg.n)
+        test = _split(cfg.dataset, "test", None, False, True, cfg.n_test or 1000)
+        return train, test
+    train = _split(cfg.dataset, "train", root, download, False, None)
+    test = _split(cfg.dataset, "test", root, download, False, None)
+    if cfg.n < len(train):
+        train = train.subset(data_mod.balanced_subset(train.y, cfg.n, cfg.seed))
+    if cfg.n_test and cfg.n_test < len(test):
+        test = test.subset(data_mod.balanced_subset(test.y, cfg.n_test, 0))
+    return train, test
+
+
+def build_model(cfg: RunConfig, num_classes: int) -> torch.nn.Module:
+    """The run's model, initialised from ``cfg.seed``."""
+    torch.manual_seed(cfg.seed)
+    return create(cfg.model, num_classes=num_classes, scale_invariant=cfg.scale_invariant, width=cfg.width,
+                  ghost_batch=cfg.ghost_batch)
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, batches: data_mod.TensorBatches) -> dict[str, float]:
+    """Test loss and accuracy (%) in eval mode (running statistics)."""
+    was_training = model.training
+    model.eval()
+    loss_sum = torch.zeros((), dtype=torch.float64, device=batches.x.device)
+    correct = torch.zeros((), dtype=torch.int64, device=batches.x.device)
+    for x, y in batches.epoch():
+        out = model(x)
+        loss_sum += F.cross_entropy(out, y, reduction="sum").double()
+        correct += (out.argmax(1) == y).sum()
+    model.train(was_training)
+    n = len(batches.data)
+    return {"test_loss": loss_sum.item() / n, "test_acc": 100.0 * correct.item() / n}
+
+
+def _finite_params(model) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
+def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, progress: bool = True,
+        eval_batch_size: int = 1000) -> dict:
+    """Train one run and return ``{status, diverged_epoch, test_acc, train_loss, …, history, config}``.
+
+    ``store``: a ``repro_lib.store.Store``; with it a finished run is not recomputed and an interrupted one
+    resumes from its last completed epoch. ``data_root``: folder holding the dataset (else
+    ``$REPRO_DATA_ROOT``, else ``./data``); ``download``: let torchvision download CIFAR.
+    """
+    if store is not None:
+        done = store.get(cfg)
+        if done is not None:
+            return {**done, "history": store.history(cfg)}
+    device = resolve_device(cfg.device)
+    train, test = load_data(cfg, data_root, download)
+    train, test = train.to(device), test.to(device)
+    train_batches = data_mod.TensorBatches(train, cfg.batch_size, train=True, augment=cfg.augment, seed=cfg.seed)
+    test_batches = data_mod.TensorBatches(test, eval_batch_size, train=False)
+    steps_per_epoch = len(train_batches)
+
+    model = build_model(cfg, train.num_classes).to(device)
+    optimizer = build_optimizer(cfg, model)
+    schedule = build_schedule(cfg, steps_per_epoch)
+    tracker = AngularTracker(model)
+    history: list[dict] = []
+    start_epoch = 0
+    if store is not None:
+        store.start(cfg)
+        state = store.load_checkpoint(cfg, map_location=device)
+        if state is not None:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            tracker.load_state_dict(state["tracker"])
+            history, start_epoch = state["history"], state["epoch"]
+
+    status, diverged_epoch = "finished", None
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.num_epochs, initial=start_epoch, desc=f"{cfg.model} n={cfg.n} lr={cfg.lr:g} "
+                   f"wd={cfg.weight_decay:g} B={cfg.batch_size}", leave=False)
+    model.train()
+    for epoch in range(start_epoch, cfg.num_epochs):
+        t0 = time.perf_counter()
+        tracker.start_epoch()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        correct = torch.zeros((), dtype=torch.int64, device=device)
+        step = epoch * steps_per_epoch
+        for x, y in train_batches.epoch(epoch):
+            schedule.apply(optimizer, step)
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.detach().double() * len(y)
+            correct += (out.detach().argmax(1) == y).sum()
+            step += 1
+        train_loss = loss_sum.item() / len(train)
+        lr_epoch = schedule.lr(step - 1)
+        rec = {"epoch": epoch + 1, "lr": lr_epoch, "train_loss": train_loss,
+               "train_acc": 100.0 * correct.item() / len(train)}
+        if not math.isfinite(train_loss) or not _finite_params(model):
+            status, diverged_epoch = "diverged", epoch + 1
+            history.append(rec)
+            if store is not None:
+                store.log_epoch(cfg, rec)
+            break
+        rec.update(tracker.end_epoch(lr=lr_epoch, n=len(train), batch_size=cfg.batch_size))
+        rec["seconds"] = time.perf_counter() - t0
+        if (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.num_epochs:
+            rec.update(evaluate(model, test_batches))
+        history.append(rec)
+        if store is not None:
+            store.log_epoch(cfg, rec)
+            store.save_checkpoint(cfg, {"epoch": epoch + 1, "model": model.state_dict(),
+                                        "optimizer": optimizer.state_dict(), "tracker": tracker.state_dict(),
+                                        "history": history})
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{rec.get('test_acc', float('nan')):.1f}",
+                            dtheta=f"{rec.get('angular_update', float('nan')):.3f}")
+    if bar is not None:
+        bar.close()
+
+    last = history[-1] if history else {}
+    evals = [h for h in history if "test_acc" in h]
+    result = {
+        "status": status,
+        "diverged_epoch": diverged_epoch,
+        "test_acc": evals[-1]["test_acc"] if status == "finished" else float("nan"),
+        "test_loss": evals[-1]["test_loss"] if status == "finished" else float("nan"),
+        "train_loss": last.get("train_loss", float("nan")),
+        "train_acc": last.get("train_acc", float("nan")),
+        "epochs_run": len(history),
+        "train_seconds": sum(h.get("seconds", 0.0) for h in history),
+        "tuning_factor": cfg.tuning_factor,
+        "data": train.name,
+        "config": cfg.to_dict(),
+        "history": history,
+    }
+    if store is not None:
+        store.finish(cfg, result)
+    return result

@@ -96,10 +96,22 @@ def angle(a, b) -> float:
     return float(total)
 
 
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The module whose parameter names ``scale_invariant_names`` refers to (through DDP / DataParallel /
+    ``torch.compile`` wrappers, which share the parameters)."""
+    while True:
+        if hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        elif isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+            model = model.module
+        else:
+            return model
+
+
 class AngularTracker:
     """Per-epoch angular-update recorder (Yun et al. Sec. 3.1, Eq. 9-11).
 
-    ``names`` defaults to ``model.scale_invariant_names`` (all trainable tensors of a scale-invariant net; the conv
+    ``names`` defaults to ``model.scale_invariant_names`` (a DDP / DataParallel / compiled wrapper is unwrapped) (all trainable tensors of a scale-invariant net; the conv
     weights directly followed by BN of an unmodified net, Sec. 5.2). Usage::
 
         tracker = AngularTracker(model)
@@ -119,6 +131,7 @@ class AngularTracker:
     """
 
     def __init__(self, model: nn.Module, names: Sequence[str] | None = None):
+        model = _unwrap(model)
         if names is None:
             names = getattr(model, "scale_invariant_names", None)
             if names is None:

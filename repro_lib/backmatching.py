@@ -58,6 +58,9 @@ Precise conventions used here
 * *choice*: BN ``γ, β`` of block ``b`` (and a bias feeding BN) are block-``b`` parameters whose local
   Hessian is ``E_x Σ_positions 1 = s_b`` (``x̂`` has unit second moment), so their rate is
   ``η / (s_b ∏_{i>b} m_{i,z})``. The bias of a layer without BN gets that layer's rate.
+
+The last section declares the runs of the supplement's Table 1 and how each profile shrinks them
+(``TABLE1_*``, :func:`table1_plan`), as data.
 """
 from __future__ import annotations
 
@@ -303,3 +306,62 @@ def layer_rates(layers: Sequence[Layer], weights: Sequence[torch.Tensor], norm: 
     suffix = torch.flip(torch.cumprod(torch.flip(inv_mz, [0]), 0), [0])
     above = torch.cat([suffix[1:], one[:1]])
     return inv_mw * above, inv_s * above
+
+
+# ----------------------------------------------------------------------------- Table 1 runs (profiles as data)
+# The supplement (App. D) gives the methods, their global rates and weight decays (read from the paper table
+# ``repro_lib.paper.table("backmatching_table1")``: lr, weight_decay per method) and "median of 3 runs"; it
+# does not give epochs, batch size, schedule or augmentation. *choice*: the common CIFAR VGG recipe —
+# batch 128, 200 epochs, LR ÷10 at 50 % and 75 % of training, crop + flip, Nesterov momentum 0.9 for all
+# four methods (App. D states it for SGD; the other three are SGD with a layer-wise rate).
+TABLE1_BASE = dict(scale_invariant=False, n=50000, batch_size=128, momentum=0.9, nesterov=True,
+                   schedule="step", schedule_kwargs={"milestones": (0.5, 0.75), "factor": 0.1},
+                   num_epochs=200, augment=True)
+TABLE1_MODELS = ("vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn")
+TABLE1_METHODS = ("sgd", "lars", "lsalr", "scale_amended_sgd")  # row order of the paper's Table 1
+# profile -> datasets (paper name -> dataset we train on; a paper dataset left out is not run), models,
+# seeds, RunConfig overrides. cpu: CIFAR-100 is not available on the CPU machine, CIFAR-10 is its JPEG mirror.
+TABLE1_PROFILES = {
+    "smoke": dict(datasets={"cifar10": "cifar10"}, models=TABLE1_MODELS, seeds=(0,),
+                  overrides=dict(synthetic=True, width=4, n=256, batch_size=64, num_epochs=2, n_test=200,
+                                 device="cpu")),
+    "cpu": dict(datasets={"cifar10": "cifar10-jpeg"}, models=TABLE1_MODELS, seeds=(0,),
+                overrides=dict(width=8, n=5000, num_epochs=8, n_test=2000)),
+    "gpu": dict(datasets={"cifar10": "cifar10", "cifar100": "cifar100"}, models=TABLE1_MODELS, seeds=(0,),
+                overrides=dict(num_epochs=100)),
+    "paper": dict(datasets={"cifar10": "cifar10", "cifar100": "cifar100"}, models=TABLE1_MODELS,
+                  seeds=(0, 1, 2), overrides={}),
+}
+
+
+def table1_plan(profile: str, seeds=None, seed_offset: int = 0, **params):
+    """One row per (paper dataset, model, method, seed) of Table 1 for ``profile``: the paper's cell
+    (``paper_dataset``, ``model``, ``method``, ``paper_accuracy``) and the ``cfg`` (a ``RunConfig``) to train.
+    ``seeds`` default to the profile's, each plus ``seed_offset``. ``params`` override RunConfig fields (an
+    unknown name is a ``ValueError`` naming it)."""
+    import pandas as pd
+
+    from . import paper
+    from .config import RunConfig
+    from .profiles import check_profile
+
+    check_profile(profile)
+    known = set(RunConfig.__dataclass_fields__)
+    for k in params:
+        if k not in known:
+            raise ValueError(f"{k}: unknown parameter (RunConfig fields: {sorted(known)})")
+    prof = TABLE1_PROFILES[profile]
+    cells = paper.table("backmatching_table1")
+    rows = []
+    for _, c in cells.iterrows():
+        if c["dataset"] not in prof["datasets"] or c["model"] not in prof["models"]:
+            continue
+        for seed in (prof["seeds"] if seeds is None else seeds):
+            seed = int(seed) + seed_offset
+            f = dict(TABLE1_BASE, model=c["model"], dataset=prof["datasets"][c["dataset"]], optimizer=c["method"],
+                     lr=float(c["lr"]), weight_decay=float(c["weight_decay"]), seed=int(seed), profile=profile)
+            f.update(prof["overrides"])
+            f.update(params)
+            rows.append({"paper_dataset": c["dataset"], "model": c["model"], "method": c["method"],
+                         "seed": int(seed), "paper_accuracy": float(c["accuracy"]), "cfg": RunConfig(**f)})
+    return pd.DataFrame(rows)

@@ -140,7 +140,7 @@ _register(Experiment(
     table="yun2022_table1",
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100,
-                        keep={"subtable": ("a", "b"), "n": (25000, 50000), "row": (5, 6)}),
+                        keep={"subtable": ("a",), "n": (25000, 50000), "row": (5, 6)}),
         "cpu": Shrink(overrides=dict(width=8, num_epochs=100, n_test=2000, eval_every=10, dataset="cifar10"),
                       seeds=(0,), n_scale=1 / 50, keep={"subtable": ("a",), "n": (25000, 50000),
                                                         "lr": (0.1, 0.2, 0.4)}),

@@ -110,3 +110,38 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
     ax.set_ylabel({"angular_update": "Δθ per epoch (rad)"}.get(y, y))
     ax.set_title(title)
     return ax
+
+
+def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | None = None, name: str = "table",
+                 value: str = "test_acc") -> tuple[str, pd.DataFrame]:
+    """Our grid beside the paper's for every sub-table of a swept paper table.
+
+    ``results``: ``sweep.run_sweep`` output of an ``Experiment.plan`` (columns ``subtable, row, <col>,
+    paper_<col>, lr, weight_decay, paper_lr, paper_weight_decay, yellow, paper_accuracy``). Seeds are averaged
+    with the paper's rule (``sweep.aggregate``). Returns (HTML, verdicts): one verdict row per (sub-table,
+    column) for ours and for the paper's cells that were run. With ``out_dir``, writes HTML + LaTeX per
+    sub-table and the verdicts as CSV.
+    """
+    from .sweep import aggregate
+
+    keys = ["subtable", "row", col, f"paper_{col}", "lr", "weight_decay", "paper_lr", "paper_weight_decay",
+            "yellow", "paper_accuracy"]
+    agg = aggregate(results, by=keys, value=value)
+    html, verdicts = [], []
+    for sub, g in agg.groupby("subtable", sort=True, dropna=False):
+        ours, ymask = pivot_cells(g, value, col=col)
+        theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=("paper_lr", "paper_weight_decay"))
+        label = f"({sub})" if isinstance(sub, str) and sub else ""
+        s_ours = style_grid(ours, ymask, caption=f"ours {label}")
+        s_paper = style_grid(theirs, ymask_p, caption=f"paper {label}")
+        v_ours, v_paper = verdict(ours, ymask), verdict(theirs, ymask_p)
+        for (c_ours, vo), (c_paper, vp) in zip(v_ours.items(), v_paper.items()):
+            verdicts.append({"subtable": sub, col: c_ours, f"paper_{col}": c_paper, "ours": vo, "paper": vp})
+        html.append(side_by_side(s_ours, s_paper, titles=(f"Reproduced {label}", f"Paper {label}")))
+        if out_dir is not None:
+            export(s_ours, Path(out_dir) / f"{name}{sub or ''}_ours")
+            export(s_paper, Path(out_dir) / f"{name}{sub or ''}_paper")
+    vdf = pd.DataFrame(verdicts)
+    if out_dir is not None:
+        vdf.to_csv(Path(out_dir) / f"{name}_verdicts.csv", index=False)
+    return "".join(html), vdf

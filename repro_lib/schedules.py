@@ -162,6 +162,10 @@ class TaperedExponential(Schedule):
     * ``"texp--"`` — Eq. 8: TEXP without the instant LR decay at phase starts (η̃_s = P_s² η_0 / α_{s+1}); with the
       same momentum correction it is exactly constant LR η_0 with weight decay λ_I = λ η_I/η_0 in phase I
       (Thm B.2, Fig. 6).
+    * ``"fixed"`` — Fig. 4 (orange): the exponent of the first phase throughout (α_{s+1} = α*(λη_0)) but the instant
+      LR decays η_I/η_{I−1} of ``base_lrs`` at phase starts, η̃_s = P_s² η_s / α_{s+1}; no momentum correction (it is
+      equivalent to no weight-decay run; only the step-0 initial velocity of Thm 2.9 is kept). With a constant
+      ``base_lrs`` it is Thm 2.9 (Fig. 4, blue).
 
     ``base_lrs[s]`` is the LR of the weight-decay run at step s (0-based; a step-decay or per-epoch cosine
     sequence), ``weight_decay`` the λ it is folded into, ``momentum`` γ. Beyond ``len(base_lrs)`` steps the last
@@ -180,19 +184,21 @@ class TaperedExponential(Schedule):
        (cθ, c²η, cθ', c²η') is an equivalent state of (θ, η, θ', η') so the trajectory in function space is the
        same; a power of two makes the scaling exact in floating point. Rescaling only at epoch starts leaves BN
        running statistics (which see activations scaled by c) a whole epoch to re-adapt before evaluation.
-       ``rescale_above=None`` disables it. With the paper's setting (η 0.1, λ 5e-4, γ 0.9, 391 steps/epoch) the LR
-       grows ≈ e^31 over 80 epochs: float32 does not overflow, but weights reach ≈ 10^6 × their initial norm.
+       ``rescale_above=None`` disables it. Default 2^60: the first float32 limit is the BN variance of activations,
+       ∝ ‖w‖² ∝ LR ratio, against float32's max ≈ 2^128; 2^60 leaves a 2^68 margin. With the paper's setting (η 0.1,
+       λ 5e-4, γ 0.9, 391 steps/epoch) the LR grows ≈ e^31 ≈ 2^45 over the 80 epochs of phase 1 (weights ≈ 10^6.7 ×
+       their initial norm), so it never triggers there; it guards larger λη or longer runs.
     4. writes LR = η̃_s · 4^−k · ``group.get("lr_scale", 1)`` into every group.
 
     One-time actions (2, 3) are guarded by ``exp_lr_done_step`` in the param groups, so calling ``apply`` twice for
     the same step is harmless; the schedule object itself holds no counters.
     """
 
-    MODES = ("texp", "texp++", "texp--")
+    MODES = ("texp", "texp++", "texp--", "fixed")
 
     def __init__(self, base_lrs, weight_decay: float, momentum: float, *, mode: str = "texp",
                  momentum_correction: bool = True, init_velocity: bool = True,
-                 rescale_above: float | None = 2.0 ** 40, steps_per_epoch: int = 1):
+                 rescale_above: float | None = 2.0 ** 60, steps_per_epoch: int = 1):
         import numpy as np
 
         if mode not in self.MODES:
@@ -216,6 +222,8 @@ class TaperedExponential(Schedule):
                 _one_minus_alpha(self.weight_decay * eta[s], self.momentum)  # validates λη_s ≤ (1 − √γ)²
                 prev = self.weight_decay * eta[s] + ratio * self.momentum * prev / (1.0 - prev)
                 d[s] = prev
+        elif mode == "fixed":
+            d = np.full(n, _one_minus_alpha(self.weight_decay * eta[0], self.momentum))
         else:
             roots = {v: _one_minus_alpha(self.weight_decay * v, self.momentum) for v in np.unique(eta)}
             d = np.array([roots[v] for v in eta])
@@ -230,7 +238,7 @@ class TaperedExponential(Schedule):
             kappa = -d / ((1 - d) * self._eta_equiv)  # κ = (1 − 1/α)/η'
             if self.init_velocity:
                 self._corrections[0] = float(kappa[0])
-            if self.momentum_correction:
+            if self.momentum_correction and mode != "fixed":
                 for s in np.nonzero(eta[1:] != eta[:-1])[0] + 1:
                     self._corrections[int(s)] = float(kappa[s] - kappa[s - 1])
 
@@ -241,6 +249,10 @@ class TaperedExponential(Schedule):
         if step < n:
             return float(self._log_lr[step])
         return float(self._log_lr[-1] - 2 * math.log1p(-self._d[-1]) * (step - n + 1))
+
+    def log_lrs(self):
+        """log η̃_s for every precomputed step (a numpy array; plotting whole schedules without a Python loop)."""
+        return self._log_lr.copy()
 
     def lr(self, step: int) -> float:
         """η̃_s, the LR of step s *before* any overflow rescaling (``apply`` multiplies by 4^−k)."""
@@ -355,7 +367,7 @@ def _exp_from_cfg(cfg, steps_per_epoch: int, base: Schedule, mode: str, allowed:
     return TaperedExponential([base.lr(s) for s in range(total)], wd, cfg.momentum, mode=mode,
                               momentum_correction=kw.get("momentum_correction", True),
                               init_velocity=kw.get("init_velocity", True),
-                              rescale_above=kw.get("rescale_above", 2.0 ** 40), steps_per_epoch=steps_per_epoch)
+                              rescale_above=kw.get("rescale_above", 2.0 ** 60), steps_per_epoch=steps_per_epoch)
 
 
 def _step_base(cfg, steps_per_epoch):
@@ -389,6 +401,14 @@ def _build_texp_mm(cfg, steps_per_epoch):
     """Eq. 8 on ``step``: TEXP without the instant LR decay at phase starts."""
     return _exp_from_cfg(cfg, steps_per_epoch, _step_base(cfg, steps_per_epoch), "texp--",
                          _EXP_KWARGS | {"milestones", "factor"})
+
+
+@register_schedule("exp_decay")
+def _build_exp_decay(cfg, steps_per_epoch):
+    """Fig. 4 (orange): the first phase's exponent throughout, with the instant ÷``factor`` LR decays of ``step`` at
+    its milestones; no momentum correction. Not equivalent to a weight-decay run."""
+    return _exp_from_cfg(cfg, steps_per_epoch, _step_base(cfg, steps_per_epoch), "fixed",
+                         {"init_velocity", "rescale_above", "weight_decay", "milestones", "factor"})
 
 
 @register_schedule("cosine_epoch")

@@ -161,3 +161,7 @@ def test_tracker_names_subset_state_dict_and_errors():
     assert r1 == r2
     with pytest.raises(ValueError):
         AngularTracker(model).load_state_dict(state)
+    # a DataParallel wrapper is unwrapped: same names, same (shared) tensors
+    wrapped = AngularTracker(torch.nn.DataParallel(model))
+    assert wrapped.names == model.scale_invariant_names
+    assert all(a is b for a, b in zip(wrapped.params, AngularTracker(model).params))

@@ -30,7 +30,7 @@ def _build(name, si, eps=1e-30, **kw):
     return model
 
 
-def _batch(n=20, size=16):  # 20 = 2 ghost batches of 8 + a ragged one of 4
+def _batch(n=20, size=8):  # 20 = 2 ghost batches of 8 + a ragged one of 4
     g = torch.Generator().manual_seed(1)
     return torch.randn(n, 3, size, size, generator=g, dtype=torch.float64), torch.randint(0, 5, (n,), generator=g)
 

@@ -14,8 +14,9 @@ FC is fixed (:class:`~repro_lib.models.layers.FixedLinear`, ``nn.Linear`` init, 
 "normalization without affine transform after global average pooling": the same ghost batch norm (ghost batch 64,
 no affine) applied to the (B, 8w) pooled vector -- the paper says GBN is used "as the normalization layers", so the
 added one is a GBN too. The only trainable tensors are then the 20 conv weights, each followed by a non-affine BN,
-and the loss is invariant to rescaling each of them (training mode; tested in ``tests/test_models.py``);
-``scale_invariant_names`` lists all of them.
+and the loss is invariant to rescaling each of them (training mode, i.e. batch statistics -- in eval mode the
+running statistics would have to be rescaled too; exact up to BN's eps = 1e-5 added to the variance; tested in
+``tests/test_models.py``); ``scale_invariant_names`` lists all of them.
 
 Initialisation: PyTorch defaults (conv: kaiming-uniform with a=sqrt(5); FC: ``nn.Linear``), as in the widely used
 ``kuangliu/pytorch-cifar`` ResNet-18; the paper does not state its initialisation.

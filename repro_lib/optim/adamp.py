@@ -33,8 +33,13 @@ NO_HIT, CHANNEL_HIT, LAYER_HIT = 0, 1, 2
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
-    """``x`` as (out_channels, -1): the channel-wise view of the authors' ``_channel_view``."""
+    """``x`` as (out_channels, -1): the authors' ``_channel_view`` (read-only use: may copy if not contiguous)."""
     return x.reshape(x.shape[0], -1)
+
+
+def _per_row(c: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A per-row (R,) vector shaped to broadcast over ``like`` (R, ...), for in-place updates of any layout."""
+    return c.view((-1,) + (1,) * (like.ndim - 1))
 
 
 def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -43,15 +48,16 @@ def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def scale_invariance_test(params: list[torch.Tensor], grads: list[torch.Tensor], delta: float, eps: float):
-    """Eq. 11 detection for a list of ``ndim > 1`` tensors, channel-wise then layer-wise.
+    """Eq. 11 detection (with |cos|) for a list of ``ndim > 1`` tensors, channel-wise then layer-wise.
 
-    Returns ``(hits, row_norms, layer_norms, cos_rows, cos_layer)``: ``hits[i]`` is NO_HIT / CHANNEL_HIT /
-    LAYER_HIT (python ints, one host sync for the whole list), ``row_norms[i]`` the (R,) row norms of
-    ``params[i]``, ``layer_norms`` a (T,) tensor of whole-tensor norms, ``cos_rows`` the concatenated channel-wise
-    |cos| of all tensors and ``cos_layer`` the (T,) layer-wise |cos| (used by ``repro_lib.adamp_toys``).
+    Returns a dict: ``hits`` (python ints NO_HIT / CHANNEL_HIT / LAYER_HIT, one host sync for the whole list);
+    concatenated over all rows of all tensors: ``gw`` (g·w), ``w_norm`` (|w|), ``cos_rows`` (channel |cos|);
+    per tensor (T,): ``w_layer_norm``, ``cos_layer`` (layer |cos|), ``cos_channel_max``; ``counts`` (rows per
+    tensor). ``cos = g·w / (max(|g|, eps) · max(|w|, eps))`` as ``F.cosine_similarity``.
     """
     if not params:
-        return [], [], params[:0], None, None
+        e = torch.zeros(0)
+        return dict(hits=[], gw=e, w_norm=e, cos_rows=e, w_layer_norm=e, cos_layer=e, cos_channel_max=e, counts=[])
     gw, gn, wn, counts, ncols = [], [], [], [], []
     for p, g in zip(params, grads):
         w2, g2 = _rows(p), _rows(g)
@@ -60,40 +66,46 @@ def scale_invariance_test(params: list[torch.Tensor], grads: list[torch.Tensor],
         wn.append(torch.linalg.vector_norm(w2, dim=1))
         counts.append(w2.shape[0])
         ncols.append(w2.shape[1])
-    dev = params[0].device
+    dev, T = params[0].device, len(params)
     GW, GN, WN = torch.cat(gw), torch.cat(gn), torch.cat(wn)
     counts_t = torch.tensor(counts, device=dev)
     ncols_t = torch.tensor(ncols, device=dev, dtype=GW.dtype)
-    seg = torch.repeat_interleave(torch.arange(len(params), device=dev), counts_t)
+    seg = torch.repeat_interleave(torch.arange(T, device=dev), counts_t)
     cos_rows = GW.abs() / (GN.clamp_min(eps) * WN.clamp_min(eps))
-    T = len(params)
-    cmax = torch.zeros(T, device=dev, dtype=GW.dtype).scatter_reduce_(0, seg, cos_rows, "amax", include_self=False)
-    lgw = torch.zeros(T, device=dev, dtype=GW.dtype).index_add_(0, seg, GW)
-    lgn = torch.zeros(T, device=dev, dtype=GW.dtype).index_add_(0, seg, GN * GN).sqrt_()
-    lwn = torch.zeros(T, device=dev, dtype=GW.dtype).index_add_(0, seg, WN * WN).sqrt_()
+    zeros = torch.zeros(T, device=dev, dtype=GW.dtype)
+    cmax = zeros.clone().scatter_reduce_(0, seg, cos_rows, "amax", include_self=False)
+    lgw = zeros.clone().index_add_(0, seg, GW)
+    lgn = zeros.clone().index_add_(0, seg, GN * GN).sqrt_()
+    lwn = zeros.clone().index_add_(0, seg, WN * WN).sqrt_()
     cos_layer = lgw.abs() / (lgn.clamp_min(eps) * lwn.clamp_min(eps))
     channel = cmax < delta / ncols_t.sqrt()
     layer = ~channel & (cos_layer < delta / (ncols_t * counts_t).sqrt())
     hits = (channel.to(torch.int8) * CHANNEL_HIT + layer.to(torch.int8) * LAYER_HIT).tolist()
-    return hits, WN, lwn, cos_rows, cos_layer
+    return dict(hits=hits, gw=GW, w_norm=WN, cos_rows=cos_rows, w_layer_norm=lwn, cos_layer=cos_layer,
+                cos_channel_max=cmax, counts=counts)
 
 
-def project_(perturb: torch.Tensor, w: torch.Tensor, hit: int, row_norm: torch.Tensor, layer_norm: torch.Tensor,
-             eps: float) -> torch.Tensor:
-    """In place ``perturb <- Π_w(perturb) = perturb − (ŵ·perturb) ŵ`` (Eq. 10), ``ŵ = w / (|w| + eps)`` row-wise
-    (CHANNEL_HIT) or over the whole tensor (LAYER_HIT), as the authors' ``_projection``."""
-    d2, w2 = _rows(perturb), _rows(w)
+def projection_coef(hit: int, wd_rows: torch.Tensor, row_norm: torch.Tensor, layer_norm: torch.Tensor,
+                    eps: float) -> torch.Tensor:
+    """Per-row coefficient c of Eq. 10 written as ``Π_w(d) = d − c ⊙ w`` (c broadcast along each row), from the
+    row dot products ``wd_rows = w·d``: ``c = (w·d) / (|w| + eps)²`` row-wise for CHANNEL_HIT, one scalar
+    ``Σ(w·d) / (|w| + eps)²`` for LAYER_HIT (the authors' ``ŵ = w / (|w| + eps)``)."""
     if hit == CHANNEL_HIT:
-        coef = _rowdot(w2, d2) / (row_norm + eps).square()
-        d2.addcmul_(w2, coef.unsqueeze(1), value=-1.0)
-    elif hit == LAYER_HIT:
-        coef = _rowdot(w2, d2).sum() / (layer_norm + eps).square()
-        perturb.addcmul_(w, coef, value=-1.0)
-    return perturb
+        return wd_rows / (row_norm + eps).square()
+    return (wd_rows.sum() / (layer_norm + eps).square()).expand_as(wd_rows)
+
+
+def project_(d: torch.Tensor, w: torch.Tensor, hit: int = CHANNEL_HIT, eps: float = 1e-8) -> torch.Tensor:
+    """In place ``d <- Π_w(d) = d − (ŵ·d) ŵ`` (Eq. 10), channel-wise (CHANNEL_HIT) or layer-wise (LAYER_HIT).
+    Reference form used by the toys and tests; the optimizers fold the same coefficient into their update."""
+    d2, w2 = _rows(d), _rows(w)
+    wn = torch.linalg.vector_norm(w2, dim=1)
+    c = projection_coef(hit, (w2 * d2).sum(1), wn, torch.linalg.vector_norm(wn), eps)
+    return d.addcmul_(w, _per_row(c, w), value=-1.0)
 
 
 def _collect(group, state, init):
-    """Params with a gradient, their grads and state (initialised by ``init(p)`` on first sight)."""
+    """Params with a gradient, their grads and state (initialised by ``init(p, st)`` on first sight)."""
     ps, gs, sts = [], [], []
     for p in group["params"]:
         if p.grad is None:
@@ -110,26 +122,41 @@ def _collect(group, state, init):
 
 
 def _test_candidates(ps, gs, delta, eps):
-    """Run the test on the ``ndim > 1`` tensors; return per-tensor hit codes (0 for ndim <= 1) and norms."""
-    idx = [i for i, p in enumerate(ps) if p.ndim > 1]
-    hits_c, rown, layern, _, _ = scale_invariance_test([ps[i] for i in idx], [gs[i] for i in idx], delta, eps)
-    hits = [NO_HIT] * len(ps)
-    norms = [None] * len(ps)
+    """Eq. 11 on the ``ndim > 1`` tensors of a group (raw gradient, weight before decay). Returns ``hits`` per
+    tensor (NO_HIT for ndim <= 1) and, for each hit, ``(g·w rows, |w| rows, |w|)``; None elsewhere."""
+    idx = [i for i, p in enumerate(ps) if p.ndim > 1 and p.numel() > 0]
+    st = scale_invariance_test([ps[i] for i in idx], [gs[i] for i in idx], delta, eps)
+    hits, info = [NO_HIT] * len(ps), [None] * len(ps)
     n0 = 0
     for k, i in enumerate(idx):
-        hits[i] = hits_c[k]
-        if hits_c[k]:
-            norms[i] = (rown[n0:n0 + ps[i].shape[0]], layern[k])
-        n0 += ps[i].shape[0]
-    return hits, norms
+        R = ps[i].shape[0]
+        hits[i] = st["hits"][k]
+        if hits[i]:
+            info[i] = (st["gw"][n0:n0 + R], st["w_norm"][n0:n0 + R], st["w_layer_norm"][k])
+        n0 += R
+    return hits, info
+
+
+def _add_scaled_(ps: list[torch.Tensor], ds: list[torch.Tensor], scales: list[float]):
+    """``p += s·d`` for each tensor: one foreach call when all scales agree (the usual case)."""
+    if not ps:
+        return
+    if all(s == scales[0] for s in scales):
+        torch._foreach_add_(ps, ds, alpha=scales[0])
+    else:
+        torch._foreach_add_(ps, torch._foreach_mul(ds, scales))
 
 
 class AdamP(torch.optim.Optimizer):
     """Algorithm 2 of Heo et al. (2021) with the authors' code semantics (module docstring).
 
     ``m <- β1 m + (1−β1) g``; ``v <- β2 v + (1−β2) g²``; ``p = m / (sqrt(v)/sqrt(1−β2^t) + eps)`` (Nesterov:
-    ``(β1 m + (1−β1) g)`` in the numerator); ``q = Π_w(p)`` on a hit (Eq. 11); ``w <- w (1 − lr·wd·r)``;
-    ``w <- w − lr/(1−β1^t) · q``. Defaults as in the paper / authors' code.
+    ``β1 m + (1−β1) g`` in the numerator); ``q = Π_w(p)`` on an Eq. 11 hit, else ``q = p``;
+    ``w <- w (1 − lr·wd·r)``; ``w <- w − lr/(1−β1^t) · q``. Defaults as in the paper / authors' code.
+
+    Implementation: on a hit ``w_new = (1 − lr·wd·r)·w − s·(p − c⊙w) = (1 − lr·wd·r + s·c)⊙w − s·p`` (s the
+    bias-corrected step, c from ``projection_coef``), so the projection costs one row-dot pass and a row-scaled
+    multiply instead of a separate pass over the update.
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, delta=0.1,
@@ -157,45 +184,48 @@ class AdamP(torch.optim.Optimizer):
             if not ps:
                 continue
             lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-            hits, norms = _test_candidates(ps, gs, group["delta"], eps)  # raw gradient, weight before decay
+            hits, info = _test_candidates(ps, gs, group["delta"], eps)
 
             ms = [st["exp_avg"] for st in sts]
             vs = [st["exp_avg_sq"] for st in sts]
             for st in sts:
                 st["step"] += 1
-            bc1 = [1 - b1 ** st["step"] for st in sts]
-            bc2_sqrt = [math.sqrt(1 - b2 ** st["step"]) for st in sts]
+            step_size = [lr / (1 - b1 ** st["step"]) for st in sts]
             torch._foreach_mul_(ms, b1)
             torch._foreach_add_(ms, gs, alpha=1 - b1)
             torch._foreach_mul_(vs, b2)
             torch._foreach_addcmul_(vs, gs, gs, value=1 - b2)
             denom = torch._foreach_sqrt(vs)
-            torch._foreach_div_(denom, bc2_sqrt)
+            torch._foreach_div_(denom, [math.sqrt(1 - b2 ** st["step"]) for st in sts])
             torch._foreach_add_(denom, eps)
+            shrink = [1.0 - lr * wd * (group["wd_ratio"] if h else 1.0) for h in hits]
 
-            # Tensors whose perturbation must be materialised: all (Nesterov) or the projected ones.
-            need = list(range(len(ps))) if group["nesterov"] else [i for i, h in enumerate(hits) if h]
-            if need:
-                if group["nesterov"]:
-                    num = torch._foreach_mul([ms[i] for i in need], b1)
-                    torch._foreach_add_(num, [gs[i] for i in need], alpha=1 - b1)
-                else:
-                    num = [ms[i] for i in need]
-                pert = torch._foreach_div(num, [denom[i] for i in need])
-                for k, i in enumerate(need):
-                    if hits[i]:
-                        project_(pert[k], ps[i], hits[i], norms[i][0], norms[i][1], eps)
-            if wd > 0:
-                torch._foreach_mul_(ps, [1.0 - lr * wd * (group["wd_ratio"] if h else 1.0) for h in hits])
-            step_size = [-lr / b for b in bc1]
-            if need:
-                torch._foreach_mul_(pert, [step_size[i] for i in need])
-                torch._foreach_add_([ps[i] for i in need], pert)
-            needed = set(need)
-            rest = [i for i in range(len(ps)) if i not in needed]
+            if group["nesterov"]:  # p = (β1 m + (1−β1) g) / denom for every tensor
+                pert = torch._foreach_mul(ms, b1)
+                torch._foreach_add_(pert, gs, alpha=1 - b1)
+                torch._foreach_div_(pert, denom)
+                full = list(range(len(ps)))
+            else:  # p = m / denom materialised (in the denom buffer) only where it is projected
+                pert = denom
+                full = [i for i, h in enumerate(hits) if h]
+                for i in full:
+                    torch.div(ms[i], denom[i], out=denom[i])
+            plain = []
+            for i, h in enumerate(hits):
+                if h:
+                    gw, wn, lwn = info[i]
+                    c = projection_coef(h, _rowdot(_rows(ps[i]), _rows(pert[i])), wn, lwn, eps)
+                    ps[i].mul_(_per_row(c.mul(step_size[i]).add_(shrink[i]), ps[i]))
+                elif wd > 0:
+                    plain.append(i)
+            if plain:
+                torch._foreach_mul_([ps[i] for i in plain], [shrink[i] for i in plain])
+            _add_scaled_([ps[i] for i in full], [pert[i] for i in full], [-step_size[i] for i in full])
+            full_set = set(full)
+            rest = [i for i in range(len(ps)) if i not in full_set]
             if rest:
                 torch._foreach_addcdiv_([ps[i] for i in rest], [ms[i] for i in rest], [denom[i] for i in rest],
-                                        [step_size[i] for i in rest])
+                                        [-step_size[i] for i in rest])
         return loss
 
 

@@ -108,8 +108,8 @@ class LSALR(LayerwiseSGD):
 class ScaleAmendedSGD(LayerwiseSGD):
     """Scale-amended SGD: ``r`` from :func:`repro_lib.backmatching.layer_rates` (App. C.1, Eq. (*)).
 
-    ``layers`` is the chain found by :func:`repro_lib.backmatching.trace_layers`, ``names`` maps each
-    parameter (by identity) to its name in the model.
+    ``named_params``: the model's ``(name, parameter)`` pairs; ``layers``: the chain found by
+    :func:`repro_lib.backmatching.trace_layers` (which names the weight, bias and BN parameters of each block).
     """
 
     def __init__(self, named_params, layers, lr, momentum=0.0, nesterov=False, weight_decay=0.0,
@@ -137,8 +137,11 @@ class ScaleAmendedSGD(LayerwiseSGD):
     def rates(self, group, params, directions):
         r_w, r_bn = self.layer_rates()
         table = torch.cat([r_w, r_bn, r_w.new_ones(1)])
-        idx = torch.tensor([self._index[id(p)] for p in params], device=table.device)
-        return table[idx]
+        key = tuple(id(p) for p in params)
+        if getattr(self, "_idx_key", None) != key:  # which parameters have gradients rarely changes
+            self._idx_key = key
+            self._idx = torch.tensor([self._index[k] for k in key], device=table.device)
+        return table[self._idx]
 
 
 def _check_coupled(cfg, name):

@@ -2,27 +2,31 @@
 Optimizers on Scale-invariant Weights*, ICLR 2021). Original code: github.com/clovaai/AdamP (MIT); timm ships it
 as ``timm.optim.SGDP``. The scale-invariance test and projection (Eq. 10–11) live in ``adamp.py``.
 
-Update, per tensor (PyTorch momentum form, decoupled weight decay as in the authors' code):
+Update, per tensor (PyTorch momentum form, decoupled weight decay, as in the authors' code):
 
 * ``b <- μ b + (1 − dampening) g`` (Eq. 7's ``p_t``); the update is ``d = g + μ b`` (Nesterov) or ``d = b``;
-* on an Eq. 11 hit (raw gradient vs current weight, channel-wise then layer-wise) ``d <- Π_w(d)`` and r =
-  wd_ratio, else r = 1;
+* on an Eq. 11 hit (|cos| of the raw gradient and the current weight, channel-wise then layer-wise)
+  ``d <- Π_w(d)`` (Eq. 10) and r = wd_ratio, else r = 1;
 * ``w <- w (1 − lr·wd·r / (1 − μ))`` — the authors divide by (1 − μ) so that the decay matches the momentum's
-  long-run step size; weight decay is *not* added to the gradient;
+  long-run step; weight decay is *not* added to the gradient (no coupled L2);
 * ``w <- w − lr·d``.
 
-Without Nesterov, ``d`` and the momentum buffer ``b`` are the same tensor, and the two implementations differ:
-the authors' ``adamp`` package projects ``b`` **in place** (the radial component is removed from the momentum
-history too), timm projects a **copy** (``buf.clone()``; the buffer keeps its radial component). The choice is
-the explicit argument ``project_momentum_buffer`` (True = authors, False = timm). Default: True, the paper
-authors' code. With Nesterov ``d`` is a new tensor and both choices coincide.
+Without Nesterov, ``d`` and the momentum buffer ``b`` are the same tensor and the two public implementations
+differ: the authors' ``adamp`` package projects ``b`` **in place** (the radial component is also removed from
+the momentum history), timm projects a **copy** (``buf.clone()``: the buffer keeps its radial component). The
+choice is the explicit argument ``project_momentum_buffer`` (True = authors' code, the default; False = timm).
+With Nesterov, ``d`` is a new tensor and both choices coincide.
+
+Implementation: on a hit ``w_new = (1 − lr·wd·r/(1−μ))·w − lr·(d − c⊙w)``, i.e. the projection is folded into a
+row-scaled decay multiply; ``c`` needs only ``w·b`` (``w·g`` comes from the test). Every other pass is a
+``torch._foreach_*`` call over the param group, and no update tensor is materialised.
 """
 from __future__ import annotations
 
 import torch
 
 from . import register_optimizer, trainable
-from .adamp import _check_kwargs, _collect, _test_candidates, project_
+from .adamp import _check_kwargs, _collect, _per_row, _rowdot, _rows, _test_candidates, projection_coef
 
 
 class SGDP(torch.optim.Optimizer):
@@ -53,26 +57,33 @@ class SGDP(torch.optim.Optimizer):
             if not ps:
                 continue
             lr, mu, wd, eps = group["lr"], group["momentum"], group["weight_decay"], group["eps"]
-            hits, norms = _test_candidates(ps, gs, group["delta"], eps)  # raw gradient, weight before decay
+            nesterov, in_place = group["nesterov"], group["project_momentum_buffer"]
+            hits, info = _test_candidates(ps, gs, group["delta"], eps)
 
             bufs = [st["momentum"] for st in sts]
             torch._foreach_mul_(bufs, mu)
             torch._foreach_add_(bufs, gs, alpha=1.0 - group["dampening"])
-            if group["nesterov"]:
-                ds = torch._foreach_add(gs, bufs, alpha=mu)
-            else:
-                ds = list(bufs)
-                if not group["project_momentum_buffer"]:  # timm: project a copy, keep the buffer radial
-                    for i, h in enumerate(hits):
-                        if h:
-                            ds[i] = bufs[i].clone()
+            shrink = [1.0 - lr * wd * (group["wd_ratio"] if h else 1.0) / (1.0 - mu) for h in hits]
+            plain = []  # tensors whose weight is only shrunk by a scalar
             for i, h in enumerate(hits):
-                if h:
-                    project_(ds[i], ps[i], h, norms[i][0], norms[i][1], eps)
-            if wd != 0:
-                torch._foreach_mul_(ps, [1.0 - lr * wd * (group["wd_ratio"] if h else 1.0) / (1.0 - mu)
-                                         for h in hits])
-            torch._foreach_add_(ps, ds, alpha=-lr)
+                if not h:
+                    plain.append(i)
+                    continue
+                gw, wn, lwn = info[i]
+                wb = _rowdot(_rows(ps[i]), _rows(bufs[i]))
+                c = projection_coef(h, gw + mu * wb if nesterov else wb, wn, lwn, eps)
+                if in_place and not nesterov:  # authors: project the momentum buffer itself
+                    bufs[i].addcmul_(ps[i], _per_row(c, ps[i]), value=-1.0)
+                    plain.append(i)
+                else:  # fold Π into the decay: (shrink + lr c) ⊙ w
+                    ps[i].mul_(_per_row(c.mul(lr).add_(shrink[i]), ps[i]))
+            if wd != 0 and plain:
+                torch._foreach_mul_([ps[i] for i in plain], [shrink[i] for i in plain])
+            if nesterov:
+                torch._foreach_add_(ps, gs, alpha=-lr)
+                torch._foreach_add_(ps, bufs, alpha=-lr * mu)
+            else:
+                torch._foreach_add_(ps, bufs, alpha=-lr)
         return loss
 
 

@@ -1,0 +1,350 @@
+"""Toy problems and norm-growth identities of Heo et al., *AdamP: Slowing Down the Slowdown for Momentum
+Optimizers on Scale-invariant Weights* (ICLR 2021), and the |cos(grad, w)| statistics of Appendix C.
+
+* ``toy2d`` — Fig. 1 / Appendix B, Eq. B.1: maximise cos(w, w*) with w* = (0, −1) from w0 = (0.001, 1).
+* ``rosenbrock3d`` — Fig. 3 / Fig. H.1 / Appendix B, Eq. B.2: the scale-invariant 3D Rosenbrock.
+* ``lemma_check`` / ``norm_growth_ratio`` — Lemma 2.1 (Eq. 6), Lemma 2.2 (Eq. 8), Corollary 2.3 (Eq. 9).
+* ``geodesic_residual`` — Proposition 3.1.
+* ``cos_statistics`` / ``detection_table`` — Appendix C and Table B.1 (δ sensitivity) on a real network.
+
+Every optimizer here is the real one (``torch.optim.SGD/Adam/AdamW`` and ``repro_lib.optim``'s SGDP/AdamP) run
+on a (1, d) parameter in float64, so the toys exercise the same code as training. Choices where the paper is
+silent are stated in each docstring.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn as nn
+
+from .optim.adamp import AdamP, scale_invariance_test
+from .optim.sgdp import SGDP
+
+# ----------------------------------------------------------------------------------------------------- optimizers
+TOY_OPTIMIZERS = ("gd", "sgd", "sgd_wd", "sgdp", "adam", "adamw", "adamp")
+
+
+def make_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0):
+    """The toy optimizers. ``gd``: no momentum; ``sgd``: torch SGD with (PyTorch-form) momentum; ``sgd_wd``:
+    the same with coupled L2 ``weight_decay`` (torch's convention; the paper's "momentum GD + WD" does not say
+    which form); ``sgdp``: SGDP (authors' in-place buffer projection); ``adam``/``adamw``/``adamp``: β1 =
+    ``momentum``, β2 = 0.999, AdamW/AdamP decoupled decay ×lr. δ = 0.1, wd_ratio = 0.1 as in the paper."""
+    betas = (momentum, 0.999)
+    if name == "gd":
+        return torch.optim.SGD(params, lr=lr)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum)
+    if name == "sgd_wd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if name == "sgdp":
+        return SGDP(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, betas=betas)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
+    if name == "adamp":
+        return AdamP(params, lr=lr, betas=betas, weight_decay=weight_decay)
+    raise ValueError(f"optimizer: unknown toy optimizer {name!r}; known: {TOY_OPTIMIZERS}")
+
+
+def _run(loss_fn: Callable[[torch.Tensor], torch.Tensor], w0, opt_name: str, lr: float, iters: int,
+         momentum: float, weight_decay: float = 0.0, linear_decay: bool = False) -> pd.DataFrame:
+    """Optimise ``loss_fn(w)`` from ``w0`` (float64, shape (1, d)); one row per iterate (t = 0 … iters) with
+    the coordinates, the norm r and the loss. ``linear_decay``: lr_t = lr·(1 − t/iters)."""
+    w = torch.tensor([list(w0)], dtype=torch.float64, requires_grad=True)
+    opt = make_optimizer(opt_name, [w], lr, momentum, weight_decay)
+    traj = np.empty((iters + 1, w.shape[1]))
+    losses = np.empty(iters + 1)
+    for t in range(iters + 1):
+        loss = loss_fn(w[0])
+        traj[t] = w.detach().numpy()[0]
+        losses[t] = loss.item()
+        if t == iters or not math.isfinite(losses[t]):
+            traj, losses = traj[:t + 1], losses[:t + 1]
+            break
+        if linear_decay:
+            for g in opt.param_groups:
+                g["lr"] = lr * (1 - t / iters)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    df = pd.DataFrame(traj, columns=[f"w{i}" for i in range(traj.shape[1])])
+    df.insert(0, "t", np.arange(len(df)))
+    df["r"] = np.linalg.norm(traj, axis=1)
+    df["loss"] = losses
+    return df
+
+
+# ----------------------------------------------------------------------------------------------------- 2D toy
+W_STAR_2D = (0.0, -1.0)
+W0_2D = (0.001, 1.0)
+
+
+def toy2d_loss(w: torch.Tensor) -> torch.Tensor:
+    """Eq. B.1 as the text describes it, "maximisation of the cosine similarity between w and w*": the loss is
+    −ŵ·ŵ* (the OCR'd Eq. B.1 reads min ŵ·ŵ*, which w0 = (0.001, 1) would already solve). Scale-invariant."""
+    ws = torch.tensor(W_STAR_2D, dtype=w.dtype)
+    return -(w @ ws) / (w.norm() * ws.norm())
+
+
+def toy2d(opt_name: str, lr: float, iters: int, momentum: float = 0.9) -> pd.DataFrame:
+    """Fig. 1: run one optimizer on Eq. B.1 from w0 = (0.001, 1), constant lr (the paper gives no lr or
+    iteration count; lr = 0.02 reproduces its max norm 2.93 at momentum 0.9)."""
+    return _run(toy2d_loss, W0_2D, opt_name, lr, iters, momentum)
+
+
+def toy2d_table(lr: float, iters: int, momenta=(0.9, 0.95, 0.99)) -> pd.DataFrame:
+    """Max weight norm and final cos(w, w*) for GD, GD+momentum at each momentum, and SGDP at each momentum."""
+    rows = []
+    runs = [("gd", 0.0)] + [("sgd", m) for m in momenta] + [("sgdp", m) for m in momenta]
+    for name, m in runs:
+        df = toy2d(name, lr, iters, m)
+        hit = np.nonzero(-df["loss"].to_numpy() > 0.99)[0]
+        rows.append(dict(method=name, momentum=m, lr=lr, iters=iters, max_norm=df["r"].max(),
+                         final_cos=-df["loss"].iloc[-1], iters_to_cos_0_99=int(hit[0]) if len(hit) else None))
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------------- 3D Rosenbrock
+ROSENBROCK_C = 1.5
+ROSENBROCK_START = (-2.0, 2.0)  # (cψ, cφ) on r = 1
+ROSENBROCK_OPT = (1.0, 1.0)
+
+
+def to_angles(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. B.2's spherical transform (ψ, φ) of (x, y, z): φ = asin(y/r) and ψ = atan(x/z) on the hemisphere
+    z > 0 (the OCR'd ``cos⁻¹(x/z)`` cannot be right: x/z is unbounded; atan keeps ψ in (−π/2, π/2) as the text
+    requires). Both depend only on the direction of w (scale-invariant)."""
+    x, y, z = w[..., 0], w[..., 1], w[..., 2]
+    r = torch.sqrt(x * x + y * y + z * z)
+    return torch.atan2(x, z), torch.asin((y / r).clamp(-1, 1))
+
+
+def from_angles(psi: float, phi: float, r: float = 1.0) -> tuple[float, float, float]:
+    """Inverse of ``to_angles``: (x, y, z) = r (cos φ sin ψ, sin φ, cos φ cos ψ)."""
+    return (r * math.cos(phi) * math.sin(psi), r * math.sin(phi), r * math.cos(phi) * math.cos(psi))
+
+
+def rosenbrock_h(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """h(a, b) = (1 − a)² + 300 (b − a²)² (Sec. 3.2), evaluated at (a, b) = (cψ, cφ)."""
+    return (1 - a) ** 2 + 300 * (b - a * a) ** 2
+
+
+def rosenbrock_loss(w: torch.Tensor, c: float = ROSENBROCK_C) -> torch.Tensor:
+    """Eq. B.2: h̃(r, ψ, φ) = h(cψ, cφ) optimised in Cartesian coordinates; minimum 0 at (cψ, cφ) = (1, 1)."""
+    psi, phi = to_angles(w)
+    return rosenbrock_h(c * psi, c * phi)
+
+
+def rosenbrock_w0(c: float = ROSENBROCK_C) -> tuple[float, float, float]:
+    return from_angles(ROSENBROCK_START[0] / c, ROSENBROCK_START[1] / c, 1.0)
+
+
+def rosenbrock3d(opt_name: str, lr: float, iters: int, momentum: float = 0.9, weight_decay: float = 0.0,
+                 c: float = ROSENBROCK_C) -> pd.DataFrame:
+    """Fig. 3 / H.1: one run from (cψ, cφ) = (−2, 2) on r = 1, lr decayed linearly per iteration to 0 (the
+    paper's "decayed linearly at every iteration"; the end point is our choice). Adds cψ, cφ columns."""
+    df = _run(lambda w: rosenbrock_loss(w, c), rosenbrock_w0(c), opt_name, lr, iters, momentum, weight_decay,
+              linear_decay=True)
+    psi, phi = to_angles(torch.tensor(df[["w0", "w1", "w2"]].to_numpy()))
+    df["c_psi"], df["c_phi"] = c * psi.numpy(), c * phi.numpy()
+    return df
+
+
+def rosenbrock_search(opt_names: Iterable[str], lrs: Iterable[float], iters: int, momentum: float = 0.9,
+                      weight_decays: Iterable[float] = (0.0,), c: float = ROSENBROCK_C) -> pd.DataFrame:
+    """The paper's "exhaustively searched the optimal initial learning rates between 0.001 and 0.1": final
+    loss of every (optimizer, lr, weight decay); weight decay only for the ``*_wd``/``adamw`` and projected
+    methods' decay variants (a non-decay method is run once with wd = 0). One row per run."""
+    rows = []
+    for name in opt_names:
+        wds = list(weight_decays) if name in ("sgd_wd", "adamw") else [0.0]
+        for wd in wds:
+            for lr in lrs:
+                df = rosenbrock3d(name, lr, iters, momentum, wd, c)
+                final = df["loss"].iloc[-1] if len(df) == iters + 1 else float("inf")
+                rows.append(dict(method=name, lr=lr, weight_decay=wd, final_loss=final, r_max=df["r"].max(),
+                                 r_final=df["r"].iloc[-1]))
+    return pd.DataFrame(rows)
+
+
+def best_runs(search: pd.DataFrame) -> pd.DataFrame:
+    """The best (lowest final loss) lr / weight decay per method."""
+    return search.loc[search.groupby("method")["final_loss"].idxmin()].reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------------------------------- lemmas
+def scale_invariant_quadratic(d: int, seed: int = 0) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A synthetic scale-invariant objective f(w) = ŵᵀAŵ (A random symmetric, float64): f(cw) = f(w), so
+    w·∇f(w) = 0 (Eq. 4)."""
+    g = torch.Generator().manual_seed(seed)
+    m = torch.randn(d, d, generator=g, dtype=torch.float64)
+    a = (m + m.T) / 2
+
+    def f(w: torch.Tensor) -> torch.Tensor:
+        u = w / w.norm()
+        return u @ a @ u
+
+    return f
+
+
+def lemma_check(f: Callable[[torch.Tensor], torch.Tensor], w0: torch.Tensor, lr: float, beta: float,
+                iters: int, project: bool = False) -> pd.DataFrame:
+    """Run Eq. 7 (p_t = β p_{t−1} + ∇f(w_t), w_{t+1} = w_t − η p_t; β = 0 is vanilla GD, Eq. 3) on a
+    scale-invariant f, or its projected form (Eq. 11, q_t = Π_{w_t}(p_t) as the step, p_t itself kept as
+    the authors' SGDP does with the buffer projected in place when ``project``), and record per step
+    |w_{t+1}|² together with the right-hand sides of Eq. 6 (|w_t|² + η²|step_t|²) and Eq. 8
+    (|w_t|² + η²|p_t|² + 2η² Σ_{k<t} β^{t−k} |p_k|²)."""
+    w = w0.clone().to(torch.float64)
+    p = torch.zeros_like(w)
+    sq = []  # |p_k|²
+    rows = []
+    for t in range(iters):
+        wg = w.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(f(wg), wg)
+        p = beta * p + g
+        if project:
+            p = p - (w @ p) * w / (w @ w)
+        sq.append(float(p @ p))
+        w_next = w - lr * p
+        n2 = float(w @ w)
+        acc = sum(beta ** (t - k) * sq[k] for k in range(t))
+        rows.append(dict(t=t, norm2_next=float(w_next @ w_next), eq6_rhs=n2 + lr ** 2 * sq[t],
+                         eq8_rhs=n2 + lr ** 2 * sq[t] + 2 * lr ** 2 * acc, w_dot_p=float(w @ p),
+                         w_dot_p_pred=-lr * acc))
+        w = w_next
+    return pd.DataFrame(rows)
+
+
+def norm_growth_ratio(update_sq_norms: Iterable[float], beta: float) -> np.ndarray:
+    """Corollary 2.3 / Eq. A.6–A.7: with the same update norms A_k = |p_k|² for GD and GD+momentum,
+    (|w_t^GDM|² − |w_0|²) / (|w_t^GD|² − |w_0|²) = 1 + 2 Σ_k (Σ_{l=1}^{t−1−k} β^l) A_k / Σ_k A_k, for t = 1, 2, …
+    (tends to 1 + 2β/(1−β) when Σ A_k < ∞)."""
+    a = np.asarray(list(update_sq_norms), dtype=np.float64)
+    t = np.arange(1, len(a) + 1)
+    # Σ_{l=1}^{n} β^l = β (1 − β^n)/(1 − β); weight of A_k at time t is that with n = t − 1 − k.
+    out = np.empty(len(a))
+    for i, tt in enumerate(t):
+        n = tt - 1 - np.arange(tt)
+        geo = beta * (1 - beta ** n) / (1 - beta)
+        out[i] = 1 + 2 * (geo * a[:tt]).sum() / a[:tt].sum()
+    return out
+
+
+def geodesic_residual(w: torch.Tensor, p: torch.Tensor, lr: float) -> float:
+    """Proposition 3.1: distance of ŵ^p_{t+1} (after the projected step w − η Π_w(p)) from span(w, p), i.e.
+    from the great circle through ŵ_t and ŵ^o_{t+1}; 0 up to rounding."""
+    w, p = w.to(torch.float64).flatten(), p.to(torch.float64).flatten()
+    q = p - (w @ p) * w / (w @ w)
+    wp = w - lr * q
+    u = wp / wp.norm()
+    basis = torch.linalg.qr(torch.stack([w, p], 1)).Q
+    return float((u - basis @ (basis.T @ u)).norm())
+
+
+def is_on_geodesic_arc(w: torch.Tensor, p: torch.Tensor, lr: float) -> bool:
+    """Whether ŵ^p lies on the arc between ŵ_t and ŵ^o_{t+1} (same side, shorter angle): the projected step
+    moves the same way on the sphere, only by a different amount (Sec. 3.1)."""
+    w, p = w.to(torch.float64).flatten(), p.to(torch.float64).flatten()
+    u0 = w / w.norm()
+    uo = (w - lr * p) / (w - lr * p).norm()
+    q = p - (w @ p) * w / (w @ w)
+    up = (w - lr * q) / (w - lr * q).norm()
+    ang = lambda a, b: float(torch.arccos((a @ b).clamp(-1, 1)))  # noqa: E731
+    return abs(ang(u0, up) + ang(up, uo) - ang(u0, uo)) < 1e-9 or abs(ang(u0, uo) + ang(uo, up) - ang(u0, up)) < 1e-9
+
+
+# ----------------------------------------------------------------------------------------------------- real networks
+def cos_statistics(model: nn.Module, scale_invariant_names: Iterable[str], loss_fn, batches,
+                   step_fn=None) -> pd.DataFrame:
+    """Appendix C: for each batch, the |cos(grad, w)| of every ``ndim > 1`` parameter — channel-wise maximum
+    and layer-wise — as Eq. 11 tests them, labelled scale-invariant or not by ``scale_invariant_names``
+    (e.g. ``model.scale_invariant_names`` of the model registry). ``step_fn()`` (e.g. an optimizer step) runs
+    after each measurement, so that the statistics follow training. One row per (step, parameter)."""
+    si = set(scale_invariant_names)
+    named = [(n, p) for n, p in model.named_parameters() if p.ndim > 1 and p.requires_grad]
+    rows = []
+    for step, (x, y) in enumerate(batches):
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        ps = [p.detach() for _, p in named]
+        res = scale_invariance_test(ps, [p.grad for _, p in named], delta=0.1, eps=1e-8)
+        for k, (n, p) in enumerate(named):
+            d = p[0].numel()
+            rows.append(dict(step=step, name=n, scale_invariant=n in si, rows=p.shape[0], row_len=d,
+                             cos_channel_max=float(res["cos_channel_max"][k]), cos_layer=float(res["cos_layer"][k]),
+                             # Eq. 11's thresholds are δ/√d: the statistic to compare with δ is |cos|·√d
+                             channel_score=float(res["cos_channel_max"][k]) * math.sqrt(d),
+                             layer_score=float(res["cos_layer"][k]) * math.sqrt(p.numel())))
+        if step_fn is not None:
+            step_fn()
+    return pd.DataFrame(rows)
+
+
+def detection_table(stats: pd.DataFrame, deltas: Iterable[float]) -> pd.DataFrame:
+    """Table B.1: for each δ, the share of (step, tensor) pairs detected correctly by Eq. 11 (channel-wise
+    score < δ, else layer-wise score < δ): "scale-invariant detection" = detected among scale-invariant ones,
+    "scale-variant detection" = not detected among the others. In %."""
+    rows = []
+    for delta in deltas:
+        hit = (stats["channel_score"] < delta) | (stats["layer_score"] < delta)
+        si = stats["scale_invariant"]
+        rows.append(dict(delta=delta, scale_variant_detection=100 * float((~hit[~si]).mean()) if (~si).any() else np.nan,
+                         scale_invariant_detection=100 * float(hit[si].mean()) if si.any() else np.nan))
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------------- figures
+def plot_toy2d(runs: dict[str, pd.DataFrame], path=None):
+    """Fig. 1-style figure: trajectories in R² (with the unit circle and w*) and the norm over iterations."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.5))
+    th = np.linspace(0, 2 * np.pi, 200)
+    ax0.plot(np.cos(th), np.sin(th), "k:", lw=0.8)
+    ax0.plot(*W_STAR_2D, "k*", ms=12, label="w*")
+    for label, df in runs.items():
+        ax0.plot(df["w0"], df["w1"], lw=1, label=label)
+        ax1.plot(df["t"], df["r"], label=label)
+    ax0.set_aspect("equal")
+    ax0.set_title("trajectory in the nominal space R²")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("iteration")
+    ax1.set_ylabel("‖w‖")
+    ax1.set_title("weight norm")
+    ax0.legend(fontsize=7)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def plot_rosenbrock(runs: dict[str, pd.DataFrame], path=None, c: float = ROSENBROCK_C):
+    """Fig. 3 / H.1-style figure: the runs on the (cψ, cφ) loss surface (upper row) and r over iterations."""
+    import matplotlib.pyplot as plt
+
+    n = len(runs)
+    fig, axes = plt.subplots(2, n, figsize=(4 * n, 7), squeeze=False)
+    a, b = np.meshgrid(np.linspace(-2.3, 2.3, 200), np.linspace(-2.3, 2.3, 200))
+    h = rosenbrock_h(torch.tensor(a), torch.tensor(b)).numpy()
+    for k, (label, df) in enumerate(runs.items()):
+        ax = axes[0, k]
+        ax.contourf(a, b, np.log10(h + 1e-3), levels=30, cmap="viridis")
+        ax.plot(df["c_psi"], df["c_phi"], "w.-", ms=2, lw=0.7)
+        ax.plot(*ROSENBROCK_START, "ro")
+        ax.plot(*ROSENBROCK_OPT, "r*", ms=12)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("cψ")
+        ax.set_ylabel("cφ")
+        axes[1, k].plot(df["t"], df["r"])
+        axes[1, k].set_xlabel("iteration")
+        axes[1, k].set_ylabel("r = ‖w‖")
+        axes[1, k].set_title(f"r: 1.0 → max {df['r'].max():.2f}, final loss {df['loss'].iloc[-1]:.3g}", fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig

@@ -1,0 +1,18 @@
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+ROOT = Path(__file__).resolve().parents[1]
+# Real images for integration tests: the CIFAR-10 JPEG mirror next to the checkout (../shared/data), if present.
+SHARED_DATA = Path(os.environ.get("REPRO_TEST_DATA", ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture
+def jpeg_root():
+    if not (SHARED_DATA / "cifar10-jpeg" / "train").is_dir():
+        pytest.skip(f"no CIFAR-10 JPEG mirror at {SHARED_DATA / 'cifar10-jpeg'}")
+    return SHARED_DATA

@@ -1,0 +1,50 @@
+"""Every notebook executes under papermill with profile="smoke" (synthetic data, tiny sizes)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from repro_lib.notebook import NotebookFailed, notebooks_in, run_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = notebooks_in(ROOT / "notebooks")
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 2
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_has_documented_parameters(path):
+    cells = json.loads(path.read_text())["cells"]
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
+    src = "".join(tagged[0]["source"])
+    for name in ("profile", "seed", "data_root", "results_dir"):
+        assert f"\n{name}:" in "\n" + src, f"parameter {name} missing"
+    for line in src.splitlines():
+        if line.strip() and not line.startswith("#"):
+            assert ":" in line.split("=")[0] and "#" in line, f"parameter without type or help: {line!r}"
+    assert not any(c.get("outputs") for c in cells if c["cell_type"] == "code"), "outputs committed"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = run_notebook(path, "smoke", {}, results_dir=tmp_path / "results", progress=False)
+    assert out.exists()
+
+
+def test_failure_names_notebook_and_cell(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    p = nbformat.v4.new_code_cell('profile: str = "cpu"  # help\nresults_dir: str = "results"  # help')
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("raise ValueError('lr: bad')")]
+    path = tmp_path / "broken.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(NotebookFailed, match=r"broken.ipynb: cell \d+ failed with ValueError: lr: bad"):
+        run_notebook(path, "smoke", {}, results_dir=tmp_path / "results", progress=False)
+    assert (tmp_path / "results" / "smoke" / "broken.ipynb").exists()  # partial output kept

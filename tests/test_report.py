@@ -1,0 +1,75 @@
+"""Paper-style tables: yellow cells, bold best, the per-column verdict of the paper's claim."""
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from repro_lib import report
+
+
+def _cells():
+    rows = []
+    data = {  # (row, lr) x n -> accuracy, yellow
+        (0, 0.4): {1000: (50.0, False), 2000: (70.0, True)},
+        (1, 0.2): {1000: (60.0, True), 2000: (71.0, False)},
+        (2, 0.1): {1000: (61.0, False), 2000: (np.nan, False)},
+    }
+    for (r, lr), cols in data.items():
+        for n, (acc, y) in cols.items():
+            rows.append({"row": r, "lr": lr, "weight_decay": 1e-4, "n": n, "test_acc": acc, "yellow": y})
+    return pd.DataFrame(rows)
+
+
+def test_pivot_keeps_paper_row_order_and_blanks():
+    grid, yellow = report.pivot_cells(_cells(), "test_acc")
+    assert [lr for lr, _ in grid.index] == [0.4, 0.2, 0.1]
+    assert list(grid.columns) == [1000, 2000]
+    assert math.isnan(grid.loc[(0.1, 1e-4), 2000])
+    assert yellow.loc[(0.2, 1e-4), 1000] and yellow.loc[(0.4, 1e-4), 2000]
+
+
+def test_verdict():
+    grid, yellow = report.pivot_cells(_cells(), "test_acc")
+    v = report.verdict(grid, yellow)
+    assert v[1000] == "second"  # 61 best (not yellow), 60 yellow second
+    assert v[2000] == "second"  # 71 best, 70 yellow
+    grid.loc[(0.4, 1e-4), 2000] = 80.0
+    assert report.verdict(grid, yellow)[2000] == "best"
+    grid.loc[(0.4, 1e-4), 2000] = 10.0
+    grid.loc[(0.1, 1e-4), 2000] = 20.0
+    assert report.verdict(grid, yellow)[2000] == "no"
+    grid.loc[(0.4, 1e-4), 2000] = np.nan
+    assert report.verdict(grid, yellow)[2000] == "n/a"
+
+
+def test_style_marks_yellow_and_bold_and_exports(tmp_path):
+    grid, yellow = report.pivot_cells(_cells(), "test_acc")
+    html = report.style_grid(grid, yellow, caption="t").to_html()
+    styled = {}  # cell id -> css declarations
+    for sel, body in re.findall(r"([^{}]+)\{([^}]*)\}", html.split("</style>")[0]):
+        for cell in re.findall(r"row(\d+)_col(\d+)", sel):
+            styled.setdefault(tuple(map(int, cell)), "")
+            styled[tuple(map(int, cell))] += body
+    yellow_cells = {k for k, v in styled.items() if "#fff59d" in v}
+    bold_cells = {k for k, v in styled.items() if "bold" in v}
+    assert yellow_cells == {(0, 1), (1, 0)}
+    assert bold_cells == {(2, 0), (1, 1)}  # 61 in column 1000, 71 in column 2000
+    files = report.export(report.style_grid(grid, yellow), tmp_path / "t1")
+    tex = files[1].read_text()
+    assert r"\cellcolor" in tex and r"\bfseries" in tex
+
+
+def test_table_report_pairs_our_cells_with_the_papers():
+    plan = []
+    for sub in ("a",):
+        for r, (plr, acc_p) in enumerate([(0.4, 90.0), (0.2, 92.0)]):
+            for seed, acc in ((0, 50.0 + r), (1, 52.0 + r)):
+                plan.append({"subtable": sub, "row": r, "n": 1000, "paper_n": 50000, "lr": plr * 50,
+                             "weight_decay": 1e-4, "paper_lr": plr, "paper_weight_decay": 1e-4,
+                             "yellow": r == 1, "paper_accuracy": acc_p, "seed": seed, "status": "finished",
+                             "test_acc": acc})
+    html, v = report.table_report(pd.DataFrame(plan))
+    assert "Reproduced (a)" in html and "Paper (a)" in html
+    assert v.iloc[0]["ours"] == "best" and v.iloc[0]["paper"] == "best"
+    assert "52.00" in html  # mean of 51 and 53

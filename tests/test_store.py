@@ -1,0 +1,136 @@
+"""Results store: atomic, never recomputes finished runs, resumes a killed sweep from its last checkpoint,
+records divergence."""
+import json
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from repro_lib.config import RunConfig
+from repro_lib.store import Store
+from repro_lib.sweep import aggregate, run_sweep
+from repro_lib.train import fit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SWEEP = """
+import sys, torch
+torch.set_num_threads(1)
+import pandas as pd
+from repro_lib.config import RunConfig
+from repro_lib.store import Store
+from repro_lib.sweep import run_sweep
+cfgs = [RunConfig(width=4, synthetic=True, n=256, n_test=100, batch_size=64, lr=lr, num_epochs=8, device="cpu",
+                  profile="smoke") for lr in (0.5, 1.0, 2.0)]
+run_sweep(pd.DataFrame({"cfg": cfgs}), Store(sys.argv[1]), progress=False)
+"""
+
+
+def _cfgs():
+    return [RunConfig(width=4, synthetic=True, n=256, n_test=100, batch_size=64, lr=lr, num_epochs=8, device="cpu",
+                      profile="smoke") for lr in (0.5, 1.0, 2.0)]
+
+
+def _epoch_rows(db, h):
+    con = sqlite3.connect(db)
+    try:
+        return {e: json.loads(m) for e, m in con.execute("SELECT epoch, metrics FROM epochs WHERE hash=?", (h,))}
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        con.close()
+
+
+def test_killed_sweep_resumes_without_recomputing(tmp_path):
+    store_dir = tmp_path / "results"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", SWEEP, str(store_dir)], env=env, cwd=ROOT)
+    cfgs = _cfgs()
+    db = store_dir / "store.sqlite"
+    deadline = time.time() + 120
+    # kill the process once the second run has completed 3 epochs (the first run is finished by then)
+    while time.time() < deadline:
+        if db.exists() and len(_epoch_rows(db, cfgs[1].hash)) >= 3:
+            break
+        assert proc.poll() is None, "sweep finished before it could be killed"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store = Store(store_dir)
+    assert store.status(cfgs[0]) == "finished"
+    assert store.status(cfgs[1]) == "running" and store.status(cfgs[2]) is None
+    first_before = store.get(cfgs[0])
+    partial = _epoch_rows(db, cfgs[1].hash)
+    ck = store.load_checkpoint(cfgs[1])
+    assert ck is not None and ck["epoch"] >= 2  # the epoch logged last may not be checkpointed yet
+
+    # restart the same sweep: run 0 is read back, run 1 resumes at its checkpoint, run 2 runs
+    subprocess.run([sys.executable, "-c", SWEEP, str(store_dir)], env=env, cwd=ROOT, check=True)
+    assert store.get(cfgs[0]) == first_before
+    resumed = _epoch_rows(db, cfgs[1].hash)
+    assert sorted(resumed) == list(range(1, 9))
+    for e in range(1, ck["epoch"] + 1):  # epochs before the checkpoint were not recomputed (same timings)
+        assert resumed[e]["seconds"] == partial[e]["seconds"]
+    assert all(store.status(c) == "finished" for c in cfgs)
+    assert not list((store_dir / "checkpoints").glob("*.pt"))
+
+    # and the resumed run is exactly the uninterrupted one (same process settings: run the sweep again, whole)
+    subprocess.run([sys.executable, "-c", SWEEP, str(tmp_path / "ref")], env=env, cwd=ROOT, check=True)
+    ref = Store(tmp_path / "ref")
+    for c in cfgs:
+        for a, b in zip(ref.history(c), store.history(c), strict=True):
+            assert a["train_loss"] == b["train_loss"] and a["angular_update"] == b["angular_update"]
+        assert ref.get(c)["test_acc"] == store.get(c)["test_acc"]
+
+
+def test_finished_run_is_not_recomputed(tmp_path, monkeypatch):
+    store = Store(tmp_path)
+    cfg = _cfgs()[0].replace(num_epochs=2)
+    first = fit(cfg, store=store, progress=False)
+    import repro_lib.train as train
+
+    monkeypatch.setattr(train, "load_data", lambda *a, **k: pytest.fail("finished run was recomputed"))
+    again = fit(cfg, store=store, progress=False)
+    assert again["test_acc"] == first["test_acc"] and len(again["history"]) == 2
+
+
+def test_divergence_is_recorded_not_raised(tmp_path):
+    """A run whose loss becomes NaN is stored as diverged with its epoch; aggregation skips it."""
+    store = Store(tmp_path)
+    # an unmodified (scale-variant) net with an absurd LR overflows to NaN/inf
+    bad = RunConfig(width=4, synthetic=True, n=128, n_test=100, batch_size=64, lr=1e12, momentum=0.9,
+                    scale_invariant=False, num_epochs=3, device="cpu", profile="smoke")
+    good = bad.replace(lr=0.05)
+    res = run_sweep(pd.DataFrame({"cfg": [bad, good], "cell": ["x", "x"], "seed": [0, 1]}), store, progress=False)
+    assert list(res.status) == ["diverged", "finished"]
+    assert res.diverged_epoch.iloc[0] == 1 and math.isnan(res.test_acc.iloc[0])
+    assert store.get(bad)["status"] == "diverged" and store.get(bad)["diverged_epoch"] == 1
+    agg = aggregate(res, by=["cell"])
+    assert agg.test_acc.iloc[0] == pytest.approx(res.test_acc.iloc[1]) and agg.diverged.iloc[0] == 1
+    all_bad = aggregate(res.iloc[:1], by=["cell"])
+    assert math.isnan(all_bad.test_acc.iloc[0])  # blank cell when every seed diverged
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    """A crash while writing a checkpoint leaves the previous one intact."""
+    store = Store(tmp_path)
+    cfg = _cfgs()[0]
+    store.save_checkpoint(cfg, {"epoch": 1})
+    import torch
+
+    def boom(obj, f, *a, **k):
+        Path(f).write_bytes(b"half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", boom)
+    with pytest.raises(KeyboardInterrupt):
+        store.save_checkpoint(cfg, {"epoch": 2})
+    monkeypatch.undo()
+    assert store.load_checkpoint(cfg)["epoch"] == 1

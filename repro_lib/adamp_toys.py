@@ -225,13 +225,13 @@ def norm_growth_ratio(update_sq_norms: Iterable[float], beta: float) -> np.ndarr
     (|w_t^GDM|² − |w_0|²) / (|w_t^GD|² − |w_0|²) = 1 + 2 Σ_k (Σ_{l=1}^{t−1−k} β^l) A_k / Σ_k A_k, for t = 1, 2, …
     (tends to 1 + 2β/(1−β) when Σ A_k < ∞)."""
     a = np.asarray(list(update_sq_norms), dtype=np.float64)
-    t = np.arange(1, len(a) + 1)
-    # Σ_{l=1}^{n} β^l = β (1 − β^n)/(1 − β); weight of A_k at time t is that with n = t − 1 − k.
+    # C_t = Σ_{k<t} (Σ_{l=1}^{t−1−k} β^l) A_k obeys C_{t+1} = C_t + β D_t with D_t = Σ_{k<t} β^{t−1−k} A_k,
+    # D_{t+1} = β D_t + A_t: O(T) instead of the double sum.
     out = np.empty(len(a))
-    for i, tt in enumerate(t):
-        n = tt - 1 - np.arange(tt)
-        geo = beta * (1 - beta ** n) / (1 - beta)
-        out[i] = 1 + 2 * (geo * a[:tt]).sum() / a[:tt].sum()
+    c = d = s = 0.0
+    for t in range(len(a)):
+        c, d, s = c + beta * d, beta * d + a[t], s + a[t]
+        out[t] = 1 + 2 * c / s
     return out
 
 
@@ -282,6 +282,31 @@ def cos_statistics(model: nn.Module, scale_invariant_names: Iterable[str], loss_
                              layer_score=float(res["cos_layer"][k]) * math.sqrt(p.numel())))
         if step_fn is not None:
             step_fn()
+    return pd.DataFrame(rows)
+
+
+def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weight_decay: float = 0.0,
+                  delta: float = 0.1) -> pd.DataFrame:
+    """Appendix C / Table B.1 measurement: train ``model`` with AdamP (decoupled wd ×lr) for ``steps`` batches
+    drawn from the iterable ``batches`` of (x, y), recording ``cos_statistics`` of every ``ndim > 1`` tensor
+    before each step (labels from ``model.scale_invariant_names``; the paper measured during ImageNet
+    training of ResNet-18 with AdamP)."""
+    model.train()
+    opt = AdamP(model.parameters(), lr=lr, weight_decay=weight_decay, delta=delta)
+    it = iter(batches)
+    taken = [next(it) for _ in range(steps)]
+    return cos_statistics(model, model.scale_invariant_names, nn.functional.cross_entropy, taken, step_fn=opt.step)
+
+
+def cos_intervals(stats: pd.DataFrame, coverage: float = 0.99) -> pd.DataFrame:
+    """Appendix C's "99% confidence intervals" of |cos(grad, w)|, read as the central ``coverage`` range of the
+    measured values (channel-wise max and layer-wise) for scale-invariant vs scale-variant tensors."""
+    lo, hi = (1 - coverage) / 2, 1 - (1 - coverage) / 2
+    rows = []
+    for si, d in stats.groupby("scale_invariant"):
+        for col in ("cos_channel_max", "cos_layer"):
+            rows.append(dict(scale_invariant=bool(si), statistic=col, n=len(d), low=d[col].quantile(lo),
+                             high=d[col].quantile(hi)))
     return pd.DataFrame(rows)
 
 

@@ -194,6 +194,21 @@ def direction_error(model: nn.Module, theta_a: torch.Tensor, theta_b: torch.Tens
     return torch.stack(errs).amax(0)
 
 
+def bn_eval_scale_bias(alpha: float, bn_momentum: float = 0.1) -> float:
+    """How much too large a BN layer's eval-mode output is under an exponential LR schedule (not in the paper).
+
+    The theorems are about the training-mode function (batch statistics). Under the exponential schedule the weights,
+    hence every BN input, grow by α^−1 per step; the running variance is an EMA with momentum m of the past batch
+    variances, so right after a step it estimates α² m / (1 − (1 − m) α²) × the current variance (infinite horizon;
+    the last update saw the weights one step earlier). The eval output is scaled by the inverse square root of that,
+    e.g. 1.005 in the paper's setting (α = 0.999498) but 1.13 at α = 0.9863 (our cpu profile). The running mean lags
+    the same way."""
+    if not 0 < bn_momentum <= 1 or not 0 < alpha <= 1:
+        raise ValueError(f"alpha, bn_momentum: must be in (0, 1], got {alpha}, {bn_momentum}")
+    m, a2 = bn_momentum, alpha * alpha
+    return 1.0 / math.sqrt(a2 * m / (1.0 - (1.0 - m) * a2))
+
+
 # ------------------------------------------------------------------------------------------------------------
 # The BN + WD toy of Sec. 3 (Thm 3.1, Appendix B.6)
 # ------------------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -41,15 +41,17 @@ class Shrink:
     keep: Mapping[str, tuple] = field(default_factory=dict)
     n_scale: float = 1.0
     b_scale: float = 1.0
+    tuning_factor_band: tuple | None = None  # keep cells with tuning factor in [lo, hi] (after ``keep``)
 
 
 @dataclass(frozen=True)
 class Experiment:
-    """A paper table reproduced as a grid of ``fit`` runs, with its four profiles."""
+    """A grid of ``fit`` runs (by default a paper table's cells), with its four profiles."""
 
-    table: str  # repro_lib.paper table name, e.g. "yun2022_table1"
+    table: str  # name; the repro_lib.paper table whose cells are the grid unless ``cells_fn`` is given
     profiles: Mapping[str, Shrink]
     base: Mapping[str, Any] = field(default_factory=dict)  # RunConfig fields common to every cell
+    cells_fn: Callable[[], pd.DataFrame] | None = None  # a grid the paper describes in words, not as a table
 
     def __post_init__(self):
         missing = [p for p in PROFILES if p not in self.profiles]
@@ -57,6 +59,8 @@ class Experiment:
             raise ValueError(f"profiles: {self.table} does not declare {missing}")
 
     def cells(self) -> pd.DataFrame:
+        if self.cells_fn is not None:
+            return self.cells_fn()
         from . import paper
 
         return paper.table(self.table)
@@ -75,6 +79,10 @@ class Experiment:
             if col not in cells.columns:
                 raise ValueError(f"keep: {col!r} is not a column of {self.table}")
             cells = cells[cells[col].apply(lambda v: any(_same(v, w) for w in values))]
+        if shrink.tuning_factor_band is not None:
+            lo, hi = shrink.tuning_factor_band
+            tf = cells["n"] * cells["lr"] * cells["weight_decay"] / (cells["batch_size"] * (1 - cells["momentum"]))
+            cells = cells[(tf >= lo * (1 - 1e-3)) & (tf <= hi * (1 + 1e-3))]
         if cells.empty:
             raise ValueError(f"keep: profile {profile!r} keeps no cell of {self.table}")
         lr_scale = shrink.b_scale / shrink.n_scale
@@ -92,6 +100,7 @@ class Experiment:
                 fields_.update(shrink.overrides)
                 fields_.update(params)
                 rows.append({
+                    **{k: c[k] for k in ("combination",) if k in c},
                     "subtable": c.get("subtable"), "row": c.get("row"), "col": c.get("col"),
                     "paper_n": int(c["n"]), "paper_batch_size": int(c["batch_size"]), "paper_lr": float(c["lr"]),
                     "paper_weight_decay": float(c["weight_decay"]), "paper_accuracy": c["accuracy"],
@@ -144,6 +153,46 @@ _register(Experiment(
         "cpu": Shrink(overrides=dict(width=8, num_epochs=100, n_test=2000, eval_every=10, dataset="cifar10"),
                       seeds=(0,), n_scale=1 / 50, keep={"subtable": ("a",), "n": (25000, 50000),
                                                         "lr": (0.1, 0.2, 0.4)}),
+        "gpu": Shrink(overrides=dict(num_epochs=100), seeds=(0,)),
+        "paper": Shrink(),
+    }))
+
+
+def section3_cells() -> pd.DataFrame:
+    """The six (N, B, η, λ) combinations of Yun et al. 2022 Sec. 3.2 and their searches, as grid cells.
+
+    1. (50000, 256, η, 1e-4)   2. (50000, 256, 0.1, λ)   3. (50000, 1024, η, λ)
+    4. (25000, 128, η, 1e-4)   5. (12500, 128, 0.1, λ)   6. (6250, 128, η, λ)
+    η ∈ {0.1, 0.2, …, 3.2}; λ ∈ {1e-4, …, 3.2e-3}; (η, λ) from (0.1, 1e-4) to (0.8, 8e-4) by factors of √2.
+    SGDM μ = 0.9, 300 epochs, LR ÷10 at 150 and 225, scale-invariant ResNet-18, CIFAR-10.
+    """
+    lrs = [0.1 * 2 ** k for k in range(6)]
+    wds = [1e-4 * 2 ** k for k in range(6)]
+    both = [(0.1 * 2 ** (k / 2), 1e-4 * 2 ** (k / 2)) for k in range(7)]
+    combos = [(1, 50000, 256, [(lr, 1e-4) for lr in lrs]), (2, 50000, 256, [(0.1, wd) for wd in wds]),
+              (3, 50000, 1024, both), (4, 25000, 128, [(lr, 1e-4) for lr in lrs]),
+              (5, 12500, 128, [(0.1, wd) for wd in wds]), (6, 6250, 128, both)]
+    rows = []
+    for k, n, b, search in combos:
+        for r, (lr, wd) in enumerate(search):
+            rows.append(dict(combination=k, subtable=str(k), row=r, col=0, model="resnet18", scale_invariant=True,
+                             dataset="cifar10", schedule="step", num_epochs=300, momentum=0.9, n=n, batch_size=b,
+                             lr=lr, weight_decay=wd, accuracy=float("nan")))
+    cells = pd.DataFrame(rows)
+    tf = cells.n * cells.lr * cells.weight_decay / (cells.batch_size * (1 - cells.momentum))
+    cells["yellow"] = (tf / (10 / 128) - 1).abs() < 0.02
+    return cells
+
+
+# Yun et al. 2022, Sec. 3.2 (Figs 1-2). cpu: N /50, B /4 (LR ×12.5 keeps every tuning factor), the three searched
+# values per combination whose tuning factor is within a factor 2 of 10/128, width 8, 60 epochs.
+_register(Experiment(
+    table="yun2022_section3", cells_fn=section3_cells,
+    profiles={
+        "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 4,
+                        tuning_factor_band=(10 / 128 / 2, 10 / 128)),
+        "cpu": Shrink(overrides=dict(width=8, num_epochs=60, n_test=2000, eval_every=10, dataset="cifar10"),
+                      seeds=(0,), n_scale=1 / 50, b_scale=1 / 4, tuning_factor_band=(10 / 128 / 2, 10 / 128 * 2)),
         "gpu": Shrink(overrides=dict(num_epochs=100), seeds=(0,)),
         "paper": Shrink(),
     }))

@@ -147,3 +147,20 @@ def test_thm31_bound_formula():
     with pytest.raises(ValueError, match="case"):
         E.bn_wd_toy("both")
     assert E.longest_run_below(torch.tensor([[0.1], [0.0], [0.0], [0.2], [0.0]]), 0.05).tolist() == [2]
+
+
+def test_bn_eval_scale_bias_matches_torch_running_stats():
+    """Feed BN inputs growing by α^−1 per step (the exponential schedule's weights) through nn.BatchNorm1d in training
+    mode; the running variance then underestimates the next step's variance by the factor of bn_eval_scale_bias."""
+    alpha, steps = 0.98, 400
+    bn = torch.nn.BatchNorm1d(3, momentum=0.1, eps=0.0 + 1e-30).double()
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(256, 3, generator=g, dtype=torch.float64)
+    z = (z - z.mean(0)) / z.std(0)  # unbiased variance exactly 1 per channel
+    for t in range(steps):
+        bn(z * alpha ** (-t))
+    true_var = alpha ** (-2 * steps)  # the weights after the last step
+    ratio = (true_var / bn.running_var).sqrt()
+    assert torch.allclose(ratio, torch.full_like(ratio, E.bn_eval_scale_bias(alpha, 0.1)), rtol=1e-9)
+    assert E.bn_eval_scale_bias(S.exp_lr_alpha(0.1, 5e-4, 0.9)) == pytest.approx(1.005, abs=1e-3)  # paper: negligible
+    assert E.bn_eval_scale_bias(1.0) == 1.0

@@ -25,6 +25,12 @@ def test_notebook_has_documented_parameters(path):
     for line in src.splitlines():
         if line.strip() and not line.startswith("#"):
             assert ":" in line.split("=")[0] and "#" in line, f"parameter without type or help: {line!r}"
+    import papermill as pm
+
+    documented = pm.inspect_notebook(str(path))  # what `papermill --help-notebook` shows
+    names = [ln.split(":")[0] for ln in src.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert sorted(documented) == sorted(names), "papermill cannot parse some parameters (one '=' per line)"
+    assert all(p["help"] for p in documented.values())
     assert not any(c.get("outputs") for c in cells if c["cell_type"] == "code"), "outputs committed"
 
 

@@ -67,7 +67,8 @@ def scale_invariance_test(params: list[torch.Tensor], grads: list[torch.Tensor],
         counts.append(w2.shape[0])
         ncols.append(w2.shape[1])
     dev, T = params[0].device, len(params)
-    GW, GN, WN = torch.cat(gw), torch.cat(gn), torch.cat(wn)
+    dt = torch.float64 if any(p.dtype == torch.float64 for p in params) else torch.float32  # statistics' dtype
+    GW, GN, WN = (torch.cat([v.to(dt) for v in vs]) for vs in (gw, gn, wn))
     counts_t = torch.tensor(counts, device=dev)
     ncols_t = torch.tensor(ncols, device=dev, dtype=GW.dtype)
     seg = torch.repeat_interleave(torch.arange(T, device=dev), counts_t)

@@ -1,0 +1,119 @@
+"""timm ImageNet models for Yun et al. 2022 Sec. 6 (EfficientNet-B0, Fig. 8) and Heo et al. 2021 (AdamP)
+Table 2 (ResNet-50, MobileNetV2), built with ``timm.create_model(name, pretrained=False, num_classes=…)``.
+
+These are the *unmodified* networks (trainable BN affine parameters, trainable classifier, scale-variant parts
+such as EfficientNet's squeeze-and-excitation convs). Their ``scale_invariant_names`` are, as in Yun et al.
+Sec. 5.2 / Sec. 6, the conv weights **directly followed by a normalization layer** (found by
+:func:`conv_norm_pairs`): for such a conv, ``norm(conv_{cW}(x)) = norm(conv_W(x))`` for every c > 0 (BatchNorm in
+training mode normalizes each output channel with its own batch statistics; a conv bias is removed by the mean
+subtraction). The SE convs, the classifier and all BN affine parameters are not scale-invariant.
+
+Registered names: ``efficientnet_b0``, ``resnet50``, ``mobilenetv2_100`` (the papers' models) and timm's tiny
+test networks ``test_efficientnet`` (BN) and ``test_efficientnet_gn`` (GroupNorm: per-sample normalization, so
+a K-rank DDP run equals a 1-rank run exactly — used by the distributed tests and smoke profiles).
+
+``scale_invariant=True`` is rejected (these papers use the unmodified timm nets); ``width`` and ``ghost_batch``
+(the CIFAR models' options) are ignored: the timm architecture fixes its widths.
+"""
+from __future__ import annotations
+
+import torch.nn as nn
+
+from ._registry import register_model
+
+#: normalization layers whose input conv is scale-invariant. timm's BatchNormAct2d / GroupNormAct subclass these.
+NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.GroupNorm)
+CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+
+
+def _is_norm(m: nn.Module) -> bool:
+    return isinstance(m, NORM_TYPES)
+
+
+def _invariant_pair(conv: nn.Module, norm: nn.Module) -> bool:
+    """A bias before GroupNorm is not removed (a group mixes channels with different biases): require none."""
+    if isinstance(norm, nn.GroupNorm) and getattr(conv, "bias", None) is not None:
+        return False
+    return True
+
+
+def _pairs_fx(model: nn.Module) -> list[tuple[str, str]]:
+    import torch.fx as fx
+
+    class Tracer(fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return isinstance(m, CONV_TYPES) or _is_norm(m) or super().is_leaf_module(m, qualname)
+
+    graph = Tracer().trace(model)
+    mods = dict(model.named_modules())
+    pairs = []
+    for node in graph.nodes:
+        if node.op != "call_module" or not isinstance(mods[node.target], CONV_TYPES):
+            continue
+        users = list(node.users)
+        if (len(users) == 1 and users[0].op == "call_module" and _is_norm(mods[users[0].target])
+                and users[0].args and users[0].args[0] is node
+                and _invariant_pair(mods[node.target], mods[users[0].target])):
+            pairs.append((node.target, users[0].target))
+    return pairs
+
+
+def _pairs_module_order(model: nn.Module) -> list[tuple[str, str]]:
+    mods = [(n, m) for n, m in model.named_modules() if isinstance(m, CONV_TYPES) or _is_norm(m)]
+    return [(a, b) for (a, ma), (b, mb) in zip(mods, mods[1:])
+            if isinstance(ma, CONV_TYPES) and _is_norm(mb) and a.rsplit(".", 1)[:-1] == b.rsplit(".", 1)[:-1]
+            and _invariant_pair(ma, mb)]
+
+
+def conv_norm_pairs(model: nn.Module, method: str = "auto") -> list[tuple[str, str]]:
+    """(conv module name, norm module name) for every conv/linear whose output goes *only* and *directly* into a
+    normalization layer (BatchNorm*, incl. timm's BatchNormAct2d, or GroupNorm).
+
+    ``method="fx"``: trace the forward with ``torch.fx`` (convs and norms as leaves) and keep a conv node whose
+    single user is a norm module called on it — exact data flow, so a conv feeding an activation, an SE gate, a
+    residual sum or two consumers is excluded. ``"order"``: registration order: a conv immediately followed by a
+    norm in ``named_modules()`` within the same parent (the timm/torchvision convention ``convK`` → ``bnK``;
+    wrong for a model that registers modules out of execution order). ``"auto"``: fx, falling back to order when
+    the model cannot be traced symbolically.
+    """
+    if method not in ("auto", "fx", "order"):
+        raise ValueError(f"method: must be 'auto', 'fx' or 'order', got {method!r}")
+    if method == "order":
+        return _pairs_module_order(model)
+    try:
+        return _pairs_fx(model)
+    except Exception:  # noqa: BLE001 - untraceable control flow: fall back to the documented heuristic
+        if method == "fx":
+            raise
+        return _pairs_module_order(model)
+
+
+def conv_bn_weight_names(model: nn.Module, method: str = "auto") -> list[str]:
+    """Parameter names (``named_parameters`` order) of the weights of :func:`conv_norm_pairs`' convs."""
+    convs = {c for c, _ in conv_norm_pairs(model, method)}
+    return [n for n, _ in model.named_parameters() if n.endswith(".weight") and n[: -len(".weight")] in convs]
+
+
+def _timm(name: str, num_classes: int, scale_invariant: bool, **kw) -> nn.Module:
+    import timm
+
+    if scale_invariant:
+        raise ValueError(f"scale_invariant: {name} is the unmodified timm network (scale_invariant=False)")
+    kw.pop("width", None)
+    kw.pop("ghost_batch", None)
+    model = timm.create_model(name, pretrained=False, num_classes=num_classes, **kw)
+    model.scale_invariant_names = conv_bn_weight_names(model)
+    return model
+
+
+def _register(name: str):
+    @register_model(name)
+    def build(num_classes: int, scale_invariant: bool = False, width: int = 64, **kw) -> nn.Module:
+        return _timm(name, num_classes, scale_invariant, **kw)
+
+    build.__doc__ = f"timm ``{name}`` (pretrained=False); scale_invariant_names = conv weights followed by a norm."
+    return build
+
+
+for _name in ("efficientnet_b0", "resnet50", "mobilenetv2_100", "test_efficientnet", "test_efficientnet_gn"):
+    _register(_name)

@@ -1,0 +1,120 @@
+"""fit_imagefolder single-process and under a REAL 2-process ``torchrun`` (gloo, CPU) on a synthetic ImageFolder.
+
+Why the 1-process and 2-process runs must agree (``repro_lib.imagefolder.make_loader``): the DistributedSampler
+shards rebuild the 1-process global batches, each rank's loss is its batch mean and DDP averages gradients, and
+the crop of an image depends only on (seed, epoch, image index). What would break it is BatchNorm, whose batch
+statistics are per rank in DDP (B/2 images instead of B; SyncBatchNorm needs CUDA): the exact comparison uses
+timm's ``test_efficientnet_gn`` (GroupNorm normalizes each sample on its own, so it is batch-independent).
+"""
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+
+from repro_lib import imagefolder as imf
+from repro_lib.distributed import (ImageFolderConfig, fit_imagefolder, predict_weight_decay, section6_plan,
+                                   shell_command, torchrun_command)
+from repro_lib.store import Store
+
+CFG = dict(model="test_efficientnet_gn", dataset="synthetic-imagefolder", image_size=32, n=16, batch_size=8,
+           num_epochs=2, lr=0.02, weight_decay=1e-3, num_workers=0, device="cpu", seed=1)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A 2-process torchrun run and a 1-process run of the same config (16 of 24 images, global batch 8)."""
+    tmp = tmp_path_factory.mktemp("dist")
+    data = tmp / "data"
+    imf.write_synthetic_imagefolder(data, num_classes=4, per_class=6, val_per_class=3, size=32)
+    cmd = torchrun_command(CFG, 2, results_dir=tmp / "res2", data_root=data, metrics_path=tmp / "m2.jsonl")
+    cmd += ["--state-out", str(tmp / "s2"), "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:  # the 1-process run overlaps with the torchrun start-up
+        single = fit_imagefolder(CFG, store=Store(tmp / "res1"), data_root=data, progress=False,
+                                 state_out=tmp / "s1")
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-4000:]
+    load = lambda p: torch.load(p, weights_only=False)  # noqa: E731
+    return dict(tmp=tmp, data=data, single=single, s1=load(tmp / "s1" / "rank0.pt"),
+                r0=load(tmp / "s2" / "rank0.pt"), r1=load(tmp / "s2" / "rank1.pt"), stdout=out)
+
+
+def test_ranks_see_disjoint_shards_covering_the_subset(runs):
+    ds = imf.ImageFolderDataset("synthetic-imagefolder", "train", runs["data"], 32, seed=1).subset(16, 1)
+    subset = sorted(ds.indices.tolist())
+    assert len(runs["r0"]["seen"]) == len(runs["r1"]["seen"]) == 2  # epochs
+    for e in range(2):
+        a, b = runs["r0"]["seen"][e], runs["r1"]["seen"][e]
+        assert len(a) == len(b) == 8 and not set(a) & set(b)
+        assert sorted(a + b) == subset == sorted(runs["s1"]["seen"][e])
+    assert runs["r0"]["seen"][0] != runs["r0"]["seen"][1]  # set_epoch reshuffles
+
+
+def test_gradients_are_averaged_parameters_identical_on_both_ranks(runs):
+    a, b = runs["r0"]["model"], runs["r1"]["model"]
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_two_processes_equal_one_process_with_the_same_global_batch(runs):
+    one, two = runs["s1"]["model"], runs["r0"]["model"]
+    for k in one:
+        assert torch.allclose(one[k], two[k], rtol=1e-4, atol=1e-5), k
+    # …and training did move the weights (the comparison is not between two untouched initialisations)
+    from repro_lib.models import create
+
+    torch.manual_seed(CFG["seed"])
+    fresh = create(CFG["model"], num_classes=4).state_dict()
+    moved = max(float((fresh[k] - one[k]).abs().max()) for k in one if one[k].is_floating_point())
+    assert moved > 1e-3
+
+
+def test_rank0_writes_store_and_metrics(runs):
+    cfg = ImageFolderConfig.from_dict(CFG)
+    st = Store(runs["tmp"] / "res2")
+    res = st.get(cfg)
+    assert res["status"] == "finished" and res["world_size"] == 2 and res["n_train"] == 16
+    hist = st.history(cfg)
+    assert [h["epoch"] for h in hist] == [1, 2] and all(h["angular_update"] > 0 for h in hist)
+    lines = [json.loads(x) for x in (runs["tmp"] / "m2.jsonl").read_text().splitlines()]
+    assert [x["epoch"] for x in lines] == [1, 2] and lines[0]["hash"] == cfg.hash
+    # the same metrics (summed over ranks) as the 1-process run
+    for h1, h2 in zip(runs["single"]["history"], hist):
+        assert abs(h1["train_loss"] - h2["train_loss"]) < 1e-4 and h1["test_acc"] == h2["test_acc"]
+        assert abs(h1["angular_update"] - h2["angular_update"]) < 1e-4
+    assert res["tuning_factor"] == pytest.approx(16 * 0.02 * 1e-3 / (8 * 0.1))
+    # a finished run is read back from the store, not retrained
+    again = fit_imagefolder(CFG, store=st, data_root=runs["data"], progress=False)
+    assert again["test_acc"] == res["test_acc"] and len(again["history"]) == 2
+
+
+def test_torchrun_command_is_printable_and_config_validated():
+    line = shell_command(torchrun_command(CFG, 8, results_dir="results", data_root="/data"))
+    assert line.startswith("torchrun --standalone --nproc_per_node=8 -m repro_lib.distributed --config ")
+    with pytest.raises(ValueError, match="weight_decy"):
+        ImageFolderConfig.from_dict({**CFG, "weight_decy": 1.0})
+    with pytest.raises(ValueError, match="model"):
+        ImageFolderConfig.from_dict({**CFG, "model": "nope"})
+
+
+def test_section6_prediction_and_profiles():
+    """Sec. 6: λ = 0.0016 on 80k images keeps its tuning factor at λ = 1e-4 on 1.28M (B, η, μ unchanged)."""
+    assert predict_weight_decay(0.0016, 80_000, 1_280_000, 512, 0.1, 0.9) == pytest.approx(1e-4)
+    # a different batch on the full data: the tuning factor N·η·λ/(B(1−μ)) is what is kept
+    wd = predict_weight_decay(0.0016, 80_000, 1_280_000, 512, 0.1, 0.9, batch_size_full=1024)
+    assert 1_280_000 * 0.1 * wd / (1024 * 0.1) == pytest.approx(80_000 * 0.1 * 0.0016 / (512 * 0.1))
+    for profile in ("smoke", "cpu", "gpu", "paper"):
+        sub, full, sizes = section6_plan(profile)
+        assert sub and full and all(c.profile == profile for c in sub + full)
+    sub, full, _ = section6_plan("paper")
+    assert {c.model for c in sub} == {"efficientnet_b0"} and sub[0].batch_size == 512 and sub[0].n == 80000
+    assert sub[0].num_epochs == 200 and list(sub[0].schedule_kwargs["milestones"]) == [0.5, 0.75, 0.9]
+    with pytest.raises(ValueError, match="profile"):
+        section6_plan("laptop")

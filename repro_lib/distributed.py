@@ -528,12 +528,13 @@ SECTION6_PROFILES: dict[str, dict[str, Any]] = {
                         "image_size": 32, "batch_size": 16, "num_epochs": 2, "num_workers": 0, "device": "cpu"},
                   n_subset=16, n_full=64, subset_wd=[0.0016, 0.0064], full_wd=[1e-4, 4e-4],
                   synthetic=dict(num_classes=4, per_class=16, val_per_class=4, size=32), seeds=[0]),
-    # CPU stand-in: the CIFAR-10 JPEG mirror (32 px), tiny timm EfficientNet, N ratio 16 as in the paper
+    # CPU stand-in: the CIFAR-10 JPEG mirror (32 px), timm's tiny test EfficientNet (BN, SE, SiLU), B = 32 so the
+    # subset still takes 8 steps per epoch, N ratio 16 as in the paper; full-data grid = subset grid / 16
     "cpu": dict(base={**_SEC6_BASE, "model": "test_efficientnet", "dataset": "cifar10-jpeg", "val_split": "test",
-                      "image_size": 32, "batch_size": 128, "num_epochs": 15, "n_val": 2000, "num_workers": 1,
-                      "device": "cpu"},
-                n_subset=250, n_full=4000, subset_wd=[0.0008, 0.0032, 0.0128, 0.0512],
-                full_wd=[5e-5, 2e-4, 8e-4, 3.2e-3], synthetic=None, seeds=[0]),
+                      "image_size": 32, "batch_size": 32, "num_epochs": 20, "n_val": 2000, "eval_every": 5,
+                      "num_workers": 0, "device": "cpu"},
+                n_subset=250, n_full=4000, subset_wd=[0.0004, 0.0016, 0.0064, 0.0256],
+                full_wd=[2.5e-5, 1e-4, 4e-4, 1.6e-3], synthetic=None, seeds=[0]),
     # paper models and batch, 50 epochs (milestones compress proportionally), 1 seed
     "gpu": dict(base={**_SEC6_BASE, "num_epochs": 50}, n_subset=80000, n_full=0, subset_wd=_PAPER_SUB_WD,
                 full_wd=_PAPER_FULL_WD[1:5], synthetic=None, seeds=[0]),
@@ -542,19 +543,39 @@ SECTION6_PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-def section6_plan(profile: str, **overrides) -> tuple[list[ImageFolderConfig], list[ImageFolderConfig], dict]:
-    """(subset configs, full-data configs, profile sizes) of Sec. 6 for ``profile``; ``overrides``: config
-    fields applied to every run (e.g. ``device``, ``num_workers``, ``num_epochs``; a falsy value is ignored)."""
+def section6_plan(profile: str, seed: int = 0, **overrides) -> tuple[list[ImageFolderConfig],
+                                                                     list[ImageFolderConfig], dict]:
+    """(subset configs, full-data configs, profile sizes) of Sec. 6 for ``profile``; ``seed`` is added to the
+    profile's seeds; ``overrides``: config fields applied to every run (e.g. ``device``, ``num_workers``,
+    ``num_epochs``; a falsy value means "the profile's")."""
     from .profiles import check_profile
 
     check_profile(profile)
     sizes = SECTION6_PROFILES[profile]
     base = {**sizes["base"], "profile": profile, **{k: v for k, v in overrides.items() if v not in (None, "", 0)}}
-    sub = [ImageFolderConfig.from_dict({**base, "n": sizes["n_subset"], "weight_decay": wd, "seed": s})
+    sub = [ImageFolderConfig.from_dict({**base, "n": sizes["n_subset"], "weight_decay": wd, "seed": seed + s})
            for s in sizes["seeds"] for wd in sizes["subset_wd"]]
-    full = [ImageFolderConfig.from_dict({**base, "n": sizes["n_full"], "weight_decay": wd, "seed": s})
+    full = [ImageFolderConfig.from_dict({**base, "n": sizes["n_full"], "weight_decay": wd, "seed": seed + s})
             for s in sizes["seeds"] for wd in sizes["full_wd"]]
     return sub, full, sizes
+
+
+def wd_search(cfgs, results) -> "pd.DataFrame":  # noqa: F821
+    """One row per weight decay: mean test accuracy over the non-diverged seeds (NaN when all diverged, the
+    paper's rule), ``rank`` (1 = best), N, tuning factor, diverged count."""
+    import pandas as pd
+
+    rows = [{"weight_decay": c.weight_decay, "seed": c.seed, "n_train": r.get("n_train", c.n),
+             "status": r["status"], "test_acc": r["test_acc"], "tuning_factor": r.get("tuning_factor")}
+            for c, r in zip(cfgs, results)]
+    df = pd.DataFrame(rows)
+    ok = df[df.status == "finished"]
+    out = df.groupby("weight_decay").agg(n_train=("n_train", "first"), tuning_factor=("tuning_factor", "first"),
+                                         runs=("seed", "size"),
+                                         diverged=("status", lambda s: int((s == "diverged").sum())))
+    out["test_acc"] = ok.groupby("weight_decay").test_acc.mean()
+    out["rank"] = out.test_acc.rank(ascending=False, method="min")
+    return out.reset_index()
 
 
 def estimate_gpu_hours(cfgs, n_full: int = 1_281_167) -> float:

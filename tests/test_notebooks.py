@@ -1,5 +1,6 @@
 """Every notebook executes under papermill with profile="smoke" (synthetic data, tiny sizes)."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,21 @@ def test_failure_names_notebook_and_cell(tmp_path):
     with pytest.raises(NotebookFailed, match=r"broken.ipynb: cell \d+ failed with ValueError: lr: bad"):
         run_notebook(path, "smoke", {}, results_dir=tmp_path / "results", progress=False)
     assert (tmp_path / "results" / "smoke" / "broken.ipynb").exists()  # partial output kept
+
+
+def test_cli_exits_nonzero_and_names_the_failure(tmp_path, capsys):
+    import nbformat
+
+    from repro_lib.__main__ import main
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    p = nbformat.v4.new_code_cell('profile: str = "cpu"  # help\nresults_dir: str = "results"  # help\nx: int = 0  # help')
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, nbformat.v4.new_code_cell("assert x == 3, f'x is {x}'")]
+    path = tmp_path / "needs_x.ipynb"
+    nbformat.write(nb, path)
+    rd = str(tmp_path / "r")
+    assert main(["run", str(path), "--profile", "smoke", "--results-dir", rd]) == 1
+    assert re.search(r"needs_x.ipynb: cell \d+ failed with AssertionError: x is 0", capsys.readouterr().err)
+    assert main(["run", str(path), "--profile", "smoke", "--results-dir", rd, "-p", "x", "3"]) == 0

@@ -121,7 +121,7 @@ class AngularTracker:
 
     ``rec`` holds ``angular_update`` (Δθ of Eq. 11 over the concatenated tensors, radians),
     ``angular_update_per_tensor`` (name -> Δθ of that tensor alone), ``weight_norm`` (‖x‖ of the concatenation at
-    the end of the epoch), ``effective_lr`` = lr/‖x‖² (Eq. 9) and ``effective_lr_epoch`` = lr·n/(‖x‖²·batch_size)
+    the end of the epoch), ``weight_norm_per_tensor`` (name -> ‖x_i‖), ``effective_lr`` = lr/‖x‖² (Eq. 9) and ``effective_lr_epoch`` = lr·n/(‖x‖²·batch_size)
     (Eq. 10, n/B exactly as in the paper, not the rounded number of steps). ``lr`` is the learning rate the caller
     says was used in the epoch (with a schedule that changes within an epoch, pass the one to report).
 
@@ -171,6 +171,7 @@ class AngularTracker:
             "angular_update": float(total),
             "angular_update_per_tensor": dict(zip(self.names, per.tolist())),
             "weight_norm": math.sqrt(wn2),
+            "weight_norm_per_tensor": dict(zip(self.names, nb.tolist())),
             "effective_lr": lr / wn2,
             "effective_lr_epoch": lr * n / (wn2 * batch_size),
         }

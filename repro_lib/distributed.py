@@ -56,7 +56,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from . import imagefolder
-from .angular import AngularTracker, tuning_factor
+from .angular import AngularTracker, predicted_angular_update, tuning_factor  # noqa: F401
 from .config import PROFILES
 from .data import normalize
 
@@ -560,9 +560,10 @@ def section6_plan(profile: str, seed: int = 0, **overrides) -> tuple[list[ImageF
     return sub, full, sizes
 
 
-def wd_search(cfgs, results) -> "pd.DataFrame":  # noqa: F821
+def wd_search(cfgs, results, predicted: float | None = None) -> "pd.DataFrame":  # noqa: F821
     """One row per weight decay: mean test accuracy over the non-diverged seeds (NaN when all diverged, the
-    paper's rule), ``rank`` (1 = best), N, tuning factor, diverged count."""
+    paper's rule), ``rank`` (1 = best), N, tuning factor, diverged count; with ``predicted``, a boolean column
+    ``nearest_prediction`` marking the grid λ nearest to it in log scale."""
     import pandas as pd
 
     rows = [{"weight_decay": c.weight_decay, "seed": c.seed, "n_train": r.get("n_train", c.n),
@@ -575,7 +576,11 @@ def wd_search(cfgs, results) -> "pd.DataFrame":  # noqa: F821
                                          diverged=("status", lambda s: int((s == "diverged").sum())))
     out["test_acc"] = ok.groupby("weight_decay").test_acc.mean()
     out["rank"] = out.test_acc.rank(ascending=False, method="min")
-    return out.reset_index()
+    out = out.reset_index()
+    if predicted is not None:
+        dist_log = (out.weight_decay / predicted).map(lambda r: abs(math.log(r)))
+        out["nearest_prediction"] = dist_log == dist_log.min()
+    return out
 
 
 def estimate_gpu_hours(cfgs, n_full: int = 1_281_167) -> float:

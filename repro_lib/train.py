@@ -150,7 +150,9 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
             correct += (out.detach().argmax(1) == y).sum()
             step += 1
         train_loss = loss_sum.item() / len(train)
-        lr_epoch = schedule.lr(step - 1)
+        # the LR in force at the last step (after any exact rescaling an exponential schedule did, Lemma 2.7)
+        g0 = optimizer.param_groups[0]
+        lr_epoch = g0["lr"] / g0.get("lr_scale", 1.0)
         rec = {"epoch": epoch + 1, "lr": lr_epoch, "train_loss": train_loss,
                "train_acc": 100.0 * correct.item() / len(train)}
         if not math.isfinite(train_loss) or not _finite_params(model):

@@ -118,3 +118,31 @@ def test_section6_prediction_and_profiles():
     assert sub[0].num_epochs == 200 and list(sub[0].schedule_kwargs["milestones"]) == [0.5, 0.75, 0.9]
     with pytest.raises(ValueError, match="profile"):
         section6_plan("laptop")
+
+
+def test_interrupted_run_resumes_from_its_checkpoint_to_the_same_weights(runs, tmp_path, monkeypatch):
+    """Crash after epoch 1's checkpoint (while checkpointing epoch 2), rerun: the run resumes at epoch 2 and ends
+    with the uninterrupted run's weights (the crops and the order are functions of (seed, epoch))."""
+    cfg = {**CFG, "model": "test_efficientnet"}  # BN model: running statistics are restored as well
+    ref = fit_imagefolder(cfg, data_root=runs["data"], progress=False, state_out=tmp_path / "ref")
+    store = Store(tmp_path / "res")
+    real_save = Store.save_checkpoint
+
+    def crash_at_epoch_2(self, c, state):
+        if state["epoch"] == 2:
+            raise KeyboardInterrupt("simulated crash")
+        real_save(self, c, state)
+
+    monkeypatch.setattr(Store, "save_checkpoint", crash_at_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        fit_imagefolder(cfg, store=store, data_root=runs["data"], progress=False)
+    monkeypatch.setattr(Store, "save_checkpoint", real_save)
+    assert store.load_checkpoint(ImageFolderConfig.from_dict(cfg))["epoch"] == 1
+    res = fit_imagefolder(cfg, store=store, data_root=runs["data"], progress=False, state_out=tmp_path / "res")
+    assert res["status"] == "finished" and [h["epoch"] for h in res["history"]] == [1, 2]
+    a = torch.load(tmp_path / "ref" / "rank0.pt")["model"]
+    b = torch.load(tmp_path / "res" / "rank0.pt")["model"]
+    assert len(torch.load(tmp_path / "res" / "rank0.pt")["seen"]) == 1  # only epoch 2 was trained again
+    for k in a:
+        assert torch.allclose(a[k].float(), b[k].float(), atol=1e-6), k
+    assert res["test_acc"] == ref["test_acc"]

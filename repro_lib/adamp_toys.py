@@ -341,7 +341,7 @@ def plot_toy2d(runs: dict[str, pd.DataFrame], path=None):
     ax1.set_xlabel("iteration")
     ax1.set_ylabel("‖w‖")
     ax1.set_title("weight norm")
-    ax0.legend(fontsize=7)
+    ax1.legend(fontsize=7)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120)

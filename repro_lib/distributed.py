@@ -368,7 +368,9 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
         if state_out is not None:
             seen.append(torch.cat(ids).tolist())
         train_loss = float(sums[0] / sums[2])
-        lr_epoch = schedule.lr(step - 1)
+        # the LR in force at the last step (as train.fit: after any rescaling a schedule's ``apply`` did)
+        g0 = optimizer.param_groups[0]
+        lr_epoch = g0["lr"] / g0.get("lr_scale", 1.0)
         rec = {"epoch": epoch + 1, "lr": lr_epoch, "train_loss": train_loss,
                "train_acc": 100.0 * float(sums[1] / sums[2])}
         if not math.isfinite(train_loss) or not _finite_params(model):
@@ -531,7 +533,7 @@ SECTION6_PROFILES: dict[str, dict[str, Any]] = {
     # CPU stand-in: the CIFAR-10 JPEG mirror (32 px), timm's tiny test EfficientNet (BN, SE, SiLU), B = 32 so the
     # subset still takes 8 steps per epoch, N ratio 16 as in the paper; full-data grid = subset grid / 16
     "cpu": dict(base={**_SEC6_BASE, "model": "test_efficientnet", "dataset": "cifar10-jpeg", "val_split": "test",
-                      "image_size": 32, "batch_size": 32, "num_epochs": 20, "n_val": 2000, "eval_every": 5,
+                      "image_size": 32, "batch_size": 32, "num_epochs": 20, "n_val": 2000, "eval_every": 10,
                       "num_workers": 0, "device": "cpu"},
                 n_subset=250, n_full=4000, subset_wd=[0.0004, 0.0016, 0.0064, 0.0256],
                 full_wd=[2.5e-5, 1e-4, 4e-4, 1.6e-3], synthetic=None, seeds=[0]),

@@ -6,7 +6,8 @@ with lr, weight_decay, n, batch_size, momentum, model, dataset, schedule, epochs
 
 * ``keep``: which cells run (e.g. sub-table (a) only, two of the N columns, three LR rows);
 * ``n_scale`` / ``b_scale``: N and B are multiplied by these; the LR is multiplied by ``b_scale / n_scale`` so that
-  the **tuning factor N·η·λ/(B(1−μ)) of every cell is the paper's** (Eq. 27) and the yellow cells stay yellow;
+  the **tuning factor N·η·λ/(B(1−μ)) of every cell is the paper's** (Eq. 27) and the yellow cells stay yellow
+  (``rescale="weight_decay"``: the WD is multiplied instead, for nets with non-scale-invariant parameters);
 * ``overrides``: RunConfig fields (dataset, synthetic data, width, epochs — the step schedule's milestones are
   fractions, so fewer epochs compress it proportionally —, test subset, evaluation interval);
 * ``seeds``.
@@ -43,6 +44,10 @@ class Shrink:
     b_scale: float = 1.0
     tuning_factor_band: tuple | None = None  # keep cells with tuning factor in [lo, hi] (after ``keep``)
     tuning_factors: tuple | None = None  # keep cells whose tuning factor is one of these (within 2 %)
+    # which hyperparameter absorbs the factor b_scale / n_scale that keeps the tuning factor: "lr" (default) or
+    # "weight_decay" (for nets with non-scale-invariant parameters -- BN affine, trainable FC -- whose dynamics a
+    # 50x larger LR would change; the scale-invariant weights see the same tuning factor either way, Eq. 27)
+    rescale: str = "lr"
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,10 @@ class Experiment:
             cells = cells[tf.apply(lambda t: any(abs(t / w - 1) < 0.02 for w in shrink.tuning_factors))]
         if cells.empty:
             raise ValueError(f"keep: profile {profile!r} keeps no cell of {self.table}")
-        lr_scale = shrink.b_scale / shrink.n_scale
+        if shrink.rescale not in ("lr", "weight_decay"):
+            raise ValueError(f"rescale: must be 'lr' or 'weight_decay', got {shrink.rescale!r}")
+        scale = shrink.b_scale / shrink.n_scale
+        lr_scale, wd_scale = (scale, 1.0) if shrink.rescale == "lr" else (1.0, scale)
         rows = []
         for _, c in cells.iterrows():
             n = int(round(c["n"] * shrink.n_scale))
@@ -96,7 +104,7 @@ class Experiment:
             for seed in (seeds if seeds is not None else shrink.seeds):
                 fields_ = dict(
                     model=c["model"], scale_invariant=bool(c["scale_invariant"]), dataset=c["dataset"],
-                    n=n, batch_size=b, lr=float(c["lr"]) * lr_scale, weight_decay=float(c["weight_decay"]),
+                    n=n, batch_size=b, lr=float(c["lr"]) * lr_scale, weight_decay=float(c["weight_decay"]) * wd_scale,
                     momentum=float(c["momentum"]), optimizer="sgd", schedule=c["schedule"],
                     num_epochs=int(c["num_epochs"]), seed=int(seed), profile=profile)
                 fields_.update(self.base)
@@ -197,6 +205,151 @@ _register(Experiment(
         "cpu": Shrink(overrides=dict(width=8, num_epochs=60, n_test=2000, eval_every=10, dataset="cifar10"),
                       seeds=(0,), n_scale=1 / 50, b_scale=1 / 4, tuning_factors=(10 / 128 / 4, 10 / 128)),
         "gpu": Shrink(overrides=dict(num_epochs=100), seeds=(0,)),
+        "paper": Shrink(),
+    }))
+
+
+# ---------------------------------------------------------------- Yun et al. 2022, Tables 2-11 (Sec. 5, App. B)
+# Conventions shared by the declarations below (each notebook restates them):
+# * paper: every cell of the paper's table x 3 seeds, the paper's protocol (300 epochs, LR /10 at 150 and 225 --
+#   Tiny ImageNet 120 epochs, /10 at 60 and 90: the same fractions 0.5, 0.75 of the step schedule; Table 6 cosine);
+# * gpu: every cell, 1 seed, a third of the epochs (the schedule compressed proportionally);
+# * cpu: N (and B) divided, the LR (Tables 7/11: the WD) multiplied by b_scale/n_scale so that every kept cell keeps
+#   the paper's tuning factor; a few columns and the rows around the yellow diagonal; width 8; one seed. Costs are
+#   quoted as image-epochs (ResNet-18 width 8: ~1.5 s per 1000 image-epochs on one core; DenseNet-100 width 8
+#   measured ~6x that);
+# * smoke: synthetic images, width 4, at most 4 tiny runs per notebook.
+_CPU = dict(width=8, n_test=2000, eval_every=10, dataset="cifar10")
+_TF = 10 / 128
+_AROUND = (_TF / 2, _TF, 2 * _TF)  # the yellow diagonal and its two neighbours (LR x/2 and x2 at the same B)
+
+
+def _gpu(epochs: int = 100) -> Shrink:
+    return Shrink(overrides=dict(num_epochs=epochs), seeds=(0,))
+
+
+# Table 2: scale-invariant ResNet-18, CIFAR-10, plain SGD (mu = 0), B = 128, N grid; LR grid 1..64, base LR 1.
+# cpu: as Table 1's -- N 25000, 50000 /50 (500, 1000 images), LR x50, sub-table (a), rows LR 1, 2, 4 (the yellow
+# cells of both columns), 100 epochs: 3 x 1500 x 100 = 450k image-epochs (~11 min on one core).
+_register(Experiment(
+    table="yun2022_table2",
+    profiles={
+        "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100,
+                        keep={"subtable": ("a",), "n": (25000, 50000), "row": (5, 6)}),
+        "cpu": Shrink(overrides=dict(_CPU, num_epochs=100), seeds=(0,), n_scale=1 / 50,
+                      keep={"subtable": ("a",), "n": (25000, 50000), "lr": (1, 2, 4)}),
+        "gpu": _gpu(),
+        "paper": Shrink(),
+    }))
+
+# Tables 3 (SGDM) and 4 (SGD): N = 50k, B in {128 ... 2048}. cpu: N /50 = 1000, B /8 (paper B 256, 2048 -> 32, 256),
+# LR x6.25; sub-table (a), per column the yellow cell and its LR neighbours; 40 epochs: 6 x 1000 x 40 = 240k
+# image-epochs per table.
+for _name, _lrs in (("yun2022_table3", (0.4,)), ("yun2022_table4", (4,))):
+    _register(Experiment(
+        table=_name,
+        profiles={
+            "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 8,
+                            keep={"subtable": ("a",), "batch_size": (256, 2048), "lr": _lrs}),
+            "cpu": Shrink(overrides=dict(_CPU, num_epochs=40), seeds=(0,), n_scale=1 / 50, b_scale=1 / 8,
+                          keep={"subtable": ("a",), "batch_size": (256, 2048)}, tuning_factors=_AROUND),
+            "gpu": _gpu(),
+            "paper": Shrink(),
+        }))
+
+# Table 5: eta = 0.1, lambda = 0.0016 fixed, B in {32 ... 2048} x N in {3125 ... 50000}; yellow B = 0.02048 N.
+# cpu: N 25000, 50000 /50 (500, 1000), B /8, LR x6.25; per N column the yellow B and its neighbours (B x2, B /2);
+# 80 epochs: 3 x 1500 x 80 = 360k image-epochs.
+_register(Experiment(
+    table="yun2022_table5",
+    profiles={
+        "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 8,
+                        keep={"n": (25000, 50000), "batch_size": (512, 1024)}),
+        "cpu": Shrink(overrides=dict(_CPU, num_epochs=80), seeds=(0,), n_scale=1 / 50, b_scale=1 / 8,
+                      keep={"n": (25000, 50000)}, tuning_factors=_AROUND),
+        "gpu": _gpu(),
+        "paper": Shrink(),
+    }))
+
+# Table 6: as Table 1 (B = 128, N grid) with the cosine LR schedule (the CSV's schedule column). cpu: Table 1's.
+_register(Experiment(
+    table="yun2022_table6",
+    profiles={
+        "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100,
+                        keep={"subtable": ("a",), "n": (25000, 50000), "row": (5, 6)}),
+        "cpu": Shrink(overrides=dict(_CPU, num_epochs=100), seeds=(0,), n_scale=1 / 50,
+                      keep={"subtable": ("a",), "n": (25000, 50000), "lr": (0.1, 0.2, 0.4)}),
+        "gpu": _gpu(),
+        "paper": Shrink(),
+    }))
+
+# Tables 7 (B = 128, N grid) and 11 (N = 50k, B grid): the *unmodified* ResNet-18 (scale_invariant=False in the
+# CSVs; its BN affine and FC are trained and are not scale-invariant). Shrunk profiles multiply the WD, not the LR
+# (rescale="weight_decay"): a 12x larger LR on the FC and BN affine would be a different experiment.
+# cpu Table 7: N 25000, 50000 /50, B /4 (32), WD x12.5, (a) rows LR 0.1, 0.2, 0.4, 60 epochs: 270k image-epochs.
+# cpu Table 11: N /50 = 1000, B /8 (32, 256), WD x6.25, (a) yellow +- neighbours, 40 epochs: 240k image-epochs.
+_register(Experiment(
+    table="yun2022_table7",
+    profiles={
+        "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 4, rescale="weight_decay",
+                        keep={"subtable": ("a",), "n": (50000,), "row": (5, 6)}),
+        "cpu": Shrink(overrides=dict(_CPU, num_epochs=60), seeds=(0,), n_scale=1 / 50, b_scale=1 / 4,
+                      rescale="weight_decay", keep={"subtable": ("a",), "n": (25000, 50000), "lr": (0.1, 0.2, 0.4)}),
+        "gpu": _gpu(),
+        "paper": Shrink(),
+    }))
+_register(Experiment(
+    table="yun2022_table11",
+    profiles={
+        "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 8, rescale="weight_decay",
+                        keep={"subtable": ("a",), "batch_size": (256, 2048), "lr": (0.4,)}),
+        "cpu": Shrink(overrides=dict(_CPU, num_epochs=40), seeds=(0,), n_scale=1 / 50, b_scale=1 / 8,
+                      rescale="weight_decay", keep={"subtable": ("a",), "batch_size": (256, 2048)},
+                      tuning_factors=_AROUND),
+        "gpu": _gpu(),
+        "paper": Shrink(),
+    }))
+
+# Tables 8 (B = 128, N grid) and 10 (N = 50k, B grid): scale-invariant DenseNet-BC-100 (k = 12) on CIFAR-100.
+# No CIFAR-100 here: the cpu profile runs on the CIFAR-10 JPEG images (a stand-in, 10 classes; 500 CIFAR-100 images
+# would be 5 per class). DenseNet-100 at width 8 (k = 2) costs ~6x ResNet-18 width 8 per image, so 20 epochs.
+# cpu Table 8: N 25000, 50000 /100 (250, 500), B /4 (32), LR x25, (a) rows LR 0.2, 0.4, 0.8: 45k image-epochs.
+# cpu Table 10: N /100 = 500, B /16 (paper 512, 2048 -> 32, 128), LR x6.25, (a) yellow +- neighbours: 60k.
+_SMOKE_DN = dict(_SMOKE, n_test=100)
+_CPU_DN = dict(_CPU, dataset="cifar10-jpeg", num_epochs=20, n_test=1000, eval_every=5)
+_register(Experiment(
+    table="yun2022_table8",
+    profiles={
+        "smoke": Shrink(overrides=_SMOKE_DN, seeds=(0,), n_scale=1 / 200, b_scale=1 / 4,
+                        keep={"subtable": ("a",), "n": (50000,), "lr": (0.2,)}),
+        "cpu": Shrink(overrides=_CPU_DN, seeds=(0,), n_scale=1 / 100, b_scale=1 / 4,
+                      keep={"subtable": ("a",), "n": (25000, 50000), "lr": (0.2, 0.4, 0.8)}),
+        "gpu": _gpu(),
+        "paper": Shrink(),
+    }))
+_register(Experiment(
+    table="yun2022_table10",
+    profiles={
+        "smoke": Shrink(overrides=_SMOKE_DN, seeds=(0,), n_scale=1 / 200, b_scale=1 / 16,
+                        keep={"subtable": ("a",), "batch_size": (2048,), "lr": (3.2,)}),
+        "cpu": Shrink(overrides=_CPU_DN, seeds=(0,), n_scale=1 / 100, b_scale=1 / 16,
+                      keep={"subtable": ("a",), "batch_size": (512, 2048)}, tuning_factors=_AROUND),
+        "gpu": _gpu(),
+        "paper": Shrink(),
+    }))
+
+# Table 9: scale-invariant ResNet-18 on Tiny ImageNet (200 classes, 64x64), B = 256, N in {12500 ... 100000},
+# 120 epochs, LR /10 at 60 and 90; yellow tuning factor 5/32. No Tiny ImageNet here: the cpu profile runs on the
+# CIFAR-10 JPEG images (a stand-in: 32x32, 10 classes) -- N 50000, 100000 /100 (500, 1000), B /4 (64), LR x25,
+# (a) rows LR 0.4, 0.8, 1.6 (the yellow cells of both columns), 80 epochs: 360k image-epochs.
+_register(Experiment(
+    table="yun2022_table9",
+    profiles={
+        "smoke": Shrink(overrides=dict(_SMOKE, num_epochs=2), seeds=(0,), n_scale=1 / 400, b_scale=1 / 4,
+                        keep={"subtable": ("a",), "n": (100000,), "lr": (0.4, 0.8)}),
+        "cpu": Shrink(overrides=dict(_CPU, dataset="cifar10-jpeg", num_epochs=80), seeds=(0,), n_scale=1 / 100,
+                      b_scale=1 / 4, keep={"subtable": ("a",), "n": (50000, 100000), "lr": (0.4, 0.8, 1.6)}),
+        "gpu": _gpu(40),
         "paper": Shrink(),
     }))
 

@@ -122,9 +122,7 @@ def test_section6_prediction_and_profiles():
 
 def test_interrupted_run_resumes_from_its_checkpoint_to_the_same_weights(runs, tmp_path, monkeypatch):
     """Crash after epoch 1's checkpoint (while checkpointing epoch 2), rerun: the run resumes at epoch 2 and ends
-    with the uninterrupted run's weights (the crops and the order are functions of (seed, epoch))."""
-    cfg = {**CFG, "model": "test_efficientnet"}  # BN model: running statistics are restored as well
-    ref = fit_imagefolder(cfg, data_root=runs["data"], progress=False, state_out=tmp_path / "ref")
+    with the uninterrupted 1-process run's weights (the crops and the order are functions of (seed, epoch))."""
     store = Store(tmp_path / "res")
     real_save = Store.save_checkpoint
 
@@ -135,14 +133,14 @@ def test_interrupted_run_resumes_from_its_checkpoint_to_the_same_weights(runs, t
 
     monkeypatch.setattr(Store, "save_checkpoint", crash_at_epoch_2)
     with pytest.raises(KeyboardInterrupt):
-        fit_imagefolder(cfg, store=store, data_root=runs["data"], progress=False)
+        fit_imagefolder(CFG, store=store, data_root=runs["data"], progress=False)
     monkeypatch.setattr(Store, "save_checkpoint", real_save)
-    assert store.load_checkpoint(ImageFolderConfig.from_dict(cfg))["epoch"] == 1
-    res = fit_imagefolder(cfg, store=store, data_root=runs["data"], progress=False, state_out=tmp_path / "res")
+    assert store.load_checkpoint(ImageFolderConfig.from_dict(CFG))["epoch"] == 1
+    res = fit_imagefolder(CFG, store=store, data_root=runs["data"], progress=False, state_out=tmp_path / "res")
     assert res["status"] == "finished" and [h["epoch"] for h in res["history"]] == [1, 2]
-    a = torch.load(tmp_path / "ref" / "rank0.pt")["model"]
-    b = torch.load(tmp_path / "res" / "rank0.pt")["model"]
-    assert len(torch.load(tmp_path / "res" / "rank0.pt")["seen"]) == 1  # only epoch 2 was trained again
+    resumed = torch.load(tmp_path / "res" / "rank0.pt")
+    assert len(resumed["seen"]) == 1  # only epoch 2 was trained again
+    a, b = runs["s1"]["model"], resumed["model"]
     for k in a:
         assert torch.allclose(a[k].float(), b[k].float(), atol=1e-6), k
-    assert res["test_acc"] == ref["test_acc"]
+    assert res["test_acc"] == runs["single"]["test_acc"]

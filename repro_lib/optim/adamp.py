@@ -43,8 +43,9 @@ def _per_row(c: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Row-wise dot product of two (R, C) views without an (R, C) temporary (batched BLAS dot)."""
-    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
+    """Row-wise dot product of two (R, C) views. (A batched-BLAS ``bmm`` avoids the temporary but measured
+    slower on CPU for ResNet-18's shapes; ``linalg.vecdot`` was in between.)"""
+    return (a * b).sum(1)
 
 
 def scale_invariance_test(params: list[torch.Tensor], grads: list[torch.Tensor], delta: float, eps: float):

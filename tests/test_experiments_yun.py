@@ -1,0 +1,137 @@
+"""Yun et al. 2022, Tables 2-11 as experiments: the paper profile is the paper's protocol on every cell, every
+shrunk profile keeps each cell's tuning factor N*eta*lambda/(B(1-mu)) (Eq. 27), and the yellow cells are those at
+the table's declared factor."""
+import math
+
+import pytest
+import torch
+
+from repro_lib import data as data_mod
+from repro_lib import experiments, paper
+from repro_lib.config import PROFILES
+from repro_lib.models import create
+from repro_lib.schedules import build_schedule
+
+TABLES = [f"yun2022_table{k}" for k in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11)]
+# notebook -> the experiments it runs (smoke: at most 4 tiny runs per notebook)
+NOTEBOOKS = {"table2": ["yun2022_table2"], "tables3_4": ["yun2022_table3", "yun2022_table4"],
+             "table5": ["yun2022_table5"], "table6": ["yun2022_table6"],
+             "tables7_11": ["yun2022_table7", "yun2022_table11"], "tables8_10": ["yun2022_table8", "yun2022_table10"],
+             "table9": ["yun2022_table9"]}
+UNMODIFIED = {"yun2022_table7", "yun2022_table11"}
+
+
+def _paper_tf(r, momentum):
+    return r.paper_n * r.paper_lr * r.paper_weight_decay / (r.paper_batch_size * (1 - momentum))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("name", TABLES)
+def test_every_profile_keeps_every_cells_tuning_factor(name, profile):
+    plan = experiments.get(name).plan(profile)
+    assert len(plan) > 0
+    for _, r in plan.iterrows():
+        assert r.cfg.tuning_factor == pytest.approx(_paper_tf(r, r.cfg.momentum), rel=1e-9)
+        assert r.cfg.profile == profile
+        assert r.cfg.batch_size <= r.cfg.n
+    target = paper.yellow_factor(name)
+    tf = plan.tuning_factor
+    assert plan.yellow.any(), "every profile runs at least one yellow cell (the angular figure plots them)"
+    assert ((tf / target - 1).abs() < 0.02).eq(plan.yellow).all(), "yellow <=> tuning factor = declared factor"
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_paper_profile_is_every_cell_with_three_seeds_and_the_papers_protocol(name):
+    plan = experiments.get(name).plan("paper")
+    table = paper.table(name)
+    assert len(plan) == 3 * len(table)
+    assert sorted(plan.seed.unique()) == [0, 1, 2]
+    epochs = 120 if name == "yun2022_table9" else 300
+    for _, r in plan.iterrows():
+        c = r.cfg
+        assert (c.width, c.num_epochs, c.ghost_batch, c.optimizer, c.weight_decay_mode) == (64, epochs, 64, "sgd", "coupled")
+        assert (c.n, c.batch_size, c.lr, c.weight_decay) == (r.paper_n, r.paper_batch_size, r.paper_lr,
+                                                               r.paper_weight_decay)
+        assert not c.synthetic and c.augment and c.n_test == 0
+        assert c.scale_invariant == (name not in UNMODIFIED)
+    row = table.iloc[0]
+    c = plan.cfg.iloc[0]
+    assert (c.model, c.dataset, c.momentum, c.schedule) == (row.model, row.dataset, row.momentum, row.schedule)
+    # Table 2 and 4 are plain SGD, Table 6 cosine, Tables 8/10 DenseNet on CIFAR-100, Table 9 Tiny ImageNet
+    expect = {"yun2022_table2": ("sgd", 0.0), "yun2022_table4": ("sgd", 0.0)}.get(name, ("sgdm", 0.9))
+    assert set(table.optimizer) == {expect[0]} and all(x.momentum == expect[1] for x in plan.cfg)
+    assert c.schedule == ("cosine" if name == "yun2022_table6" else "step")
+    assert c.model == ("densenet100" if name in ("yun2022_table8", "yun2022_table10") else "resnet18")
+    assert c.dataset == {"yun2022_table8": "cifar100", "yun2022_table10": "cifar100",
+                         "yun2022_table9": "tiny_imagenet"}.get(name, "cifar10")
+
+
+@pytest.mark.parametrize("name, epochs, milestones", [("yun2022_table3", 300, (150, 225)),
+                                                        ("yun2022_table9", 120, (60, 90))])
+def test_step_schedule_divides_by_ten_at_the_papers_epochs(name, epochs, milestones):
+    cfg = experiments.get(name).plan("paper", seeds=[0]).cfg.iloc[0]
+    sched = build_schedule(cfg, steps_per_epoch=3)
+    assert cfg.num_epochs == epochs
+    lrs = [sched.lr(3 * e) for e in range(epochs)]
+    drops = [e for e in range(1, epochs) if not math.isclose(lrs[e], lrs[e - 1])]
+    assert drops == list(milestones)
+    assert lrs[-1] == pytest.approx(cfg.lr / 100)
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_rescaled_hyperparameter(name):
+    """Shrunk profiles multiply the LR by b_scale/n_scale, except for the unmodified ResNet-18 (Tables 7, 11),
+    whose WD absorbs the factor so that its non-scale-invariant BN affine and FC see the paper's LR."""
+    for profile in ("smoke", "cpu"):
+        plan = experiments.get(name).plan(profile)
+        if name in UNMODIFIED:
+            assert (plan.lr == plan.paper_lr).all() and (plan.weight_decay > plan.paper_weight_decay).all()
+        else:
+            assert (plan.weight_decay == plan.paper_weight_decay).all() and (plan.lr > plan.paper_lr).all()
+
+
+def test_unknown_rescale_is_rejected():
+    e = experiments.get("yun2022_table2")
+    bad = experiments.Experiment(table=e.table, profiles={**e.profiles, "smoke": experiments.Shrink(rescale="wd")})
+    with pytest.raises(ValueError, match="^rescale:"):
+        bad.plan("smoke")
+
+
+@pytest.mark.parametrize("nb, names", NOTEBOOKS.items())
+def test_smoke_is_tiny_and_synthetic_cpu_is_real(nb, names):
+    plans = [experiments.get(n).plan("smoke") for n in names]
+    assert sum(len(p) for p in plans) <= 4
+    assert all(c.synthetic and c.num_epochs <= 3 and c.width == 4 for p in plans for c in p.cfg)
+    cpu = [experiments.get(n).plan("cpu") for n in names]
+    assert not any(c.synthetic for p in cpu for c in p.cfg)
+    # cpu budget: < 15 min on 2 cores at ~1.5 s per 1000 image-epochs (ResNet-18 width 8, one core);
+    # DenseNet-100 costs ~6x per image
+    cost = sum(c.n * c.num_epochs * (6 if c.model == "densenet100" else 1) * 1.5e-3 for p in cpu for c in p.cfg)
+    assert cost < 1000, f"{nb}: cpu profile ~{cost:.0f} core-seconds"
+
+
+def test_cpu_stand_ins_for_datasets_we_do_not_have():
+    for name in ("yun2022_table8", "yun2022_table9", "yun2022_table10"):
+        assert {c.dataset for c in experiments.get(name).plan("cpu").cfg} == {"cifar10-jpeg"}
+    assert {c.dataset for c in experiments.get("yun2022_table9").plan("smoke").cfg} == {"tiny_imagenet"}
+
+
+@pytest.mark.parametrize("name", sorted(UNMODIFIED))
+def test_unmodified_resnet_tracks_only_conv_weights_followed_by_bn(name):
+    cfg = experiments.get(name).plan("smoke").cfg.iloc[0]
+    m = create(cfg.model, num_classes=10, scale_invariant=cfg.scale_invariant, width=cfg.width)
+    trainable = {n for n, p in m.named_parameters() if p.requires_grad}
+    tracked = set(m.scale_invariant_names)
+    assert tracked < trainable
+    assert all(n.endswith("weight") and m.get_parameter(n).ndim == 4 for n in tracked)
+    assert any(m.get_parameter(n).ndim == 1 for n in trainable - tracked)  # BN affine is trained, not tracked
+
+
+def test_large_batch_small_n_keeps_the_last_partial_batch():
+    """Table 5's B = 2048, N = 3125 cell: two steps per epoch, the second of 1077 images."""
+    cell = experiments.get("yun2022_table5").plan("paper", seeds=[0])
+    cfg = cell[(cell.n == 3125) & (cell.batch_size == 2048)].cfg.iloc[0]
+    x = torch.zeros(cfg.n, 3, 2, 2, dtype=torch.uint8)
+    d = data_mod.ImageTensors(x, torch.zeros(cfg.n, dtype=torch.int64), "t", 10, (0, 0, 0), (1, 1, 1))
+    sizes = [len(y) for _, y in data_mod.TensorBatches(d, cfg.batch_size, train=True, augment=False).epoch(0)]
+    assert sizes == [2048, 1077]

@@ -113,24 +113,25 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
 
 
 def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | None = None, name: str = "table",
-                 value: str = "test_acc") -> tuple[str, pd.DataFrame]:
+                 value: str = "test_acc", row_keys: tuple = ("lr", "weight_decay")) -> tuple[str, pd.DataFrame]:
     """Our grid beside the paper's for every sub-table of a swept paper table.
 
     ``results``: ``sweep.run_sweep`` output of an ``Experiment.plan`` (columns ``subtable, row, <col>,
-    paper_<col>, lr, weight_decay, paper_lr, paper_weight_decay, yellow, paper_accuracy``). Seeds are averaged
+    paper_<col>, <row_keys>, paper_<row_keys>, yellow, paper_accuracy``; rows are (lr, weight_decay) by default,
+    e.g. ``row_keys=("batch_size",)`` for a B × N table). Seeds are averaged
     with the paper's rule (``sweep.aggregate``). Returns (HTML, verdicts): one verdict row per (sub-table,
     column) for ours and for the paper's cells that were run. With ``out_dir``, writes HTML + LaTeX per
     sub-table and the verdicts as CSV.
     """
     from .sweep import aggregate
 
-    keys = ["subtable", "row", col, f"paper_{col}", "lr", "weight_decay", "paper_lr", "paper_weight_decay",
-            "yellow", "paper_accuracy"]
+    paper_rows = tuple(f"paper_{k}" for k in row_keys)
+    keys = ["subtable", "row", col, f"paper_{col}", *row_keys, *paper_rows, "yellow", "paper_accuracy"]
     agg = aggregate(results, by=keys, value=value)
     html, verdicts = [], []
     for sub, g in agg.groupby("subtable", sort=True, dropna=False):
-        ours, ymask = pivot_cells(g, value, col=col)
-        theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=("paper_lr", "paper_weight_decay"))
+        ours, ymask = pivot_cells(g, value, col=col, row_keys=row_keys)
+        theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=paper_rows)
         label = f"({sub})" if isinstance(sub, str) and sub else ""
         s_ours = style_grid(ours, ymask, caption=f"ours {label}")
         s_paper = style_grid(theirs, ymask_p, caption=f"paper {label}")

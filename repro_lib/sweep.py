@@ -56,9 +56,13 @@ def aggregate(df: pd.DataFrame, by: list[str], value: str = "test_acc") -> pd.Da
 
 
 def histories(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Long-form per-epoch metrics of every run in a sweep result, tagged with ``keys`` columns."""
+    """Long-form per-epoch metrics of every run in a sweep result, tagged with the run's ``keys`` columns.
+
+    A key that is also a per-epoch metric (e.g. ``lr``: the run's base LR vs the LR in force that epoch) keeps
+    the run's value; the per-epoch value is renamed ``epoch_<name>``."""
     out = []
     for _, r in df.iterrows():
         for h in r["history"]:
-            out.append({**{k: r[k] for k in keys}, **{k: v for k, v in h.items() if not isinstance(v, dict)}})
+            metrics = {(f"epoch_{k}" if k in keys else k): v for k, v in h.items() if not isinstance(v, dict)}
+            out.append({**metrics, **{k: r[k] for k in keys}})
     return pd.DataFrame(out)

@@ -203,3 +203,37 @@ def test_unmodified_net_and_nesterov_equal_fit():
         for k, v in sd.items():
             assert float((res["state_dict"][k] - v).abs().max()) <= 1e-9 * (float(v.abs().max()) + 1e-30), k
         assert _close(ref["history"][-1]["angular_update"], res["history"][-1]["angular_update"])
+
+
+def test_checkpoints_interchangeable_with_fit(tmp_path, monkeypatch):
+    """A run interrupted in ``fit_many`` resumes in ``fit`` and one interrupted in ``fit`` resumes in ``fit_many``
+    (the checkpoint format is fit's); both end where an uninterrupted ``fit`` ends (float64, relative 1e-9)."""
+    cfgs = [BASE.replace(n=128, num_epochs=2, width=2, lr=lr, seed=s) for lr, s in ((0.1, 0), (0.2, 1))]
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    real = Store.log_epoch
+
+    def crash(self, cfg, rec):
+        if rec["epoch"] == 2:
+            raise KeyboardInterrupt
+        real(self, cfg, rec)
+
+    try:
+        plain = [train.fit(c, progress=False) for c in cfgs]
+        s1, s2 = Store(tmp_path / "a"), Store(tmp_path / "b")
+        monkeypatch.setattr(Store, "log_epoch", crash)
+        with pytest.raises(KeyboardInterrupt):
+            batched.fit_many(cfgs, store=s1, progress=False)
+        with pytest.raises(KeyboardInterrupt):
+            train.fit(cfgs[0], store=s2, progress=False)
+        monkeypatch.setattr(Store, "log_epoch", real)
+        via_fit = train.fit(cfgs[0], store=s1, progress=False)  # fit_many's checkpoint, resumed by fit
+        via_many = batched.fit_many(cfgs, store=s2, progress=False)  # fit's checkpoint (run 0) + a fresh run 1
+    finally:
+        torch.set_default_dtype(old)
+    assert s1.load_checkpoint(cfgs[0]) is None and s2.status(cfgs[0]) == "finished"
+    for got in (via_fit, via_many[0]):
+        for hp, hg in zip(plain[0]["history"], got["history"]):
+            for k in ("train_loss", "angular_update", "weight_norm", "test_loss"):
+                assert _close(hp[k], hg[k]), k
+    assert _close(plain[1]["history"][-1]["angular_update"], via_many[1]["history"][-1]["angular_update"])

@@ -71,7 +71,7 @@ from .optim import build_optimizer, trainable
 from .schedules import Schedule, build_schedule
 from .train import build_model, load_data, resolve_device
 
-__all__ = ["fit_many", "fit_grouped", "group_configs", "SHARED_FIELDS", "StackedLinear", "stack_models"]
+__all__ = ["fit_many", "fit_grouped", "group_configs", "stackable", "SHARED_FIELDS", "StackedLinear", "stack_models"]
 
 # Fields that must be equal within one stacked group (everything that changes shapes, data or the loop length).
 SHARED_FIELDS = ("model", "scale_invariant", "width", "dataset", "synthetic", "n", "n_test", "batch_size",
@@ -326,11 +326,31 @@ def group_configs(configs, max_members: int = 16) -> list[list[int]]:
     return out
 
 
+def stackable(cfg: RunConfig) -> bool:
+    """Whether ``fit_many`` can train ``cfg``: ``"sgd"`` with coupled L2 and a schedule that only sets the LR."""
+    if cfg.optimizer != "sgd" or cfg.weight_decay_mode != "coupled":
+        return False
+    return type(build_schedule(cfg, 1)).apply is Schedule.apply
+
+
 def fit_grouped(configs, store=None, max_members: int = 16, **kw) -> list[dict]:
-    """``fit_many`` over the groups of :func:`group_configs`; one result per config, in the order given."""
+    """A drop-in for ``[fit(c, store, **kw) for c in configs]``: stackable configs (:func:`stackable`) are trained
+    by ``fit_many`` in the groups of :func:`group_configs`; the others, and groups of one, by ``train.fit``.
+    One result per config, in the order given."""
+    from .train import fit
+
     configs = list(configs)
     results: list[dict | None] = [None] * len(configs)
-    for idx in group_configs(configs, max_members):
+    ok = [i for i, c in enumerate(configs) if stackable(c)]
+    ok_set = set(ok)
+    for i, c in enumerate(configs):
+        if i not in ok_set:
+            results[i] = fit(c, store=store, **kw)
+    for idx in group_configs([configs[i] for i in ok], max_members):
+        idx = [ok[i] for i in idx]
+        if len(idx) == 1:
+            results[idx[0]] = fit(configs[idx[0]], store=store, **kw)
+            continue
         for i, r in zip(idx, fit_many([configs[i] for i in idx], store=store, **kw)):
             results[i] = r
     return results
@@ -447,6 +467,9 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
     trains = [on_device[id(s[0])] for s in splits]
     batches = [data_mod.TensorBatches(t, c.batch_size, train=True, augment=c.augment, seed=c.seed)
                for t, c in zip(trains, cfgs)]
+    padded: dict[int, torch.Tensor] = {}  # members on the same training set share one padded copy
+    for tb in batches:
+        tb.x = padded.setdefault(id(tb.data), tb.x)
     test_batches = data_mod.TensorBatches(test, eval_batch_size, train=False)
     spe = len(batches[0])
     n_train, bsz = len(trains[0]), cfgs[0].batch_size

@@ -44,6 +44,7 @@ class Shrink:
     b_scale: float = 1.0
     tuning_factor_band: tuple | None = None  # keep cells with tuning factor in [lo, hi] (after ``keep``)
     tuning_factors: tuple | None = None  # keep cells whose tuning factor is one of these (within 2 %)
+    max_members: int = 1  # runs trained together as one stacked model by batched.fit_many (sweep.run_sweep)
     # which hyperparameter absorbs the factor b_scale / n_scale that keeps the tuning factor: "lr" (default) or
     # "weight_decay" (for nets with non-scale-invariant parameters -- BN affine, trainable FC -- whose dynamics a
     # 50x larger LR would change; the scale-invariant weights see the same tuning factor either way, Eq. 27)
@@ -164,8 +165,8 @@ _register(Experiment(
         "cpu": Shrink(overrides=dict(width=8, num_epochs=100, n_test=2000, eval_every=10, dataset="cifar10"),
                       seeds=(0,), n_scale=1 / 50, keep={"subtable": ("a",), "n": (25000, 50000),
                                                         "lr": (0.1, 0.2, 0.4)}),
-        "gpu": Shrink(overrides=dict(num_epochs=100), seeds=(0,)),
-        "paper": Shrink(),
+        "gpu": Shrink(overrides=dict(num_epochs=100), seeds=(0,), max_members=16),
+        "paper": Shrink(max_members=16),
     }))
 
 

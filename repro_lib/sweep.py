@@ -17,18 +17,34 @@ from .train import fit
 
 
 def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = False,
-              progress: bool = True) -> pd.DataFrame:
+              progress: bool = True, max_members: int = 1) -> pd.DataFrame:
     """Train every ``plan.cfg`` (skipping finished runs in ``store``) and return plan + result columns
-    ``status, diverged_epoch, test_acc, train_loss, angular_update_last, seconds, history``."""
-    rows = []
-    cfgs = list(plan["cfg"])
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    ``status, diverged_epoch, test_acc, train_loss, angular_update_last, seconds, data, history``.
 
-        bar = tqdm(total=len(cfgs), desc="runs")
-    for cfg in cfgs:
-        res = fit(cfg, store=store, data_root=data_root, download=download, progress=progress)
+    ``max_members > 1``: configurations that differ only in lr, weight decay, momentum, seed (and schedule values)
+    are trained together as one channel-stacked model by ``batched.fit_many`` (per-member exact; one result and
+    one store record per run, resumable as with ``fit``)."""
+    cfgs = list(plan["cfg"])
+    if max_members > 1:
+        from .batched import fit_grouped
+
+        results = fit_grouped(cfgs, store=store, max_members=max_members, data_root=data_root, download=download,
+                              progress=progress)
+    else:
+        results = []
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(cfgs), desc="runs")
+        for cfg in cfgs:
+            results.append(fit(cfg, store=store, data_root=data_root, download=download, progress=progress))
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+    rows = []
+    for res in results:
         hist = res.get("history", [])
         ang = [h["angular_update"] for h in hist if "angular_update" in h]
         rows.append({"status": res["status"], "diverged_epoch": res["diverged_epoch"],
@@ -36,10 +52,6 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
                      "angular_update_last": ang[-1] if ang else math.nan,
                      "seconds": res.get("train_seconds", math.nan), "data": res.get("data"),
                      "history": hist})
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
     return pd.concat([plan.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
 
 

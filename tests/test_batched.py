@@ -237,3 +237,13 @@ def test_checkpoints_interchangeable_with_fit(tmp_path, monkeypatch):
             for k in ("train_loss", "angular_update", "weight_norm", "test_loss"):
                 assert _close(hp[k], hg[k]), k
     assert _close(plain[1]["history"][-1]["angular_update"], via_many[1]["history"][-1]["angular_update"])
+
+
+def test_fit_grouped_groups_and_falls_back():
+    """``fit_grouped`` stacks compatible configs, trains the rest with ``fit`` and keeps the order."""
+    c = BASE.replace(n=128, num_epochs=1, width=2, n_test=20)
+    cfgs = [c.replace(seed=0), c.replace(schedule="exp"), c.replace(seed=1, lr=0.2), c.replace(width=4)]
+    assert [batched.stackable(x) for x in cfgs] == [True, False, True, True]
+    res = batched.fit_grouped(cfgs, progress=False)
+    assert [r["config"]["seed"] for r in res] == [0, 0, 1, 0]
+    assert [r["history"][0].get("group_size") for r in res] == [2, None, 2, None]  # fit has no group_size

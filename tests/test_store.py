@@ -134,3 +134,16 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
         store.save_checkpoint(cfg, {"epoch": 2})
     monkeypatch.undo()
     assert store.load_checkpoint(cfg)["epoch"] == 1
+
+
+def test_sweep_groups_runs_into_one_stacked_model(tmp_path):
+    """max_members > 1: the runs go through batched.fit_many and are stored one per run; a second sweep reads
+    them back."""
+    cfgs = [c.replace(num_epochs=2) for c in _cfgs()]
+    store = Store(tmp_path)
+    res = run_sweep(pd.DataFrame({"cfg": cfgs}), store, progress=False, max_members=3)
+    assert list(res.status) == ["finished"] * 3
+    assert all(h["group_size"] == 3 for h in res.history.iloc[0])
+    assert all(store.get(c)["status"] == "finished" for c in cfgs)
+    again = run_sweep(pd.DataFrame({"cfg": cfgs}), store, progress=False, max_members=3)
+    assert list(again.test_acc) == list(res.test_acc)

@@ -69,7 +69,7 @@ from .config import RunConfig
 from .models.layers import FixedLinear, GhostBatchNorm
 from .optim import build_optimizer, trainable
 from .schedules import Schedule, build_schedule
-from .train import build_model, load_data, resolve_device
+from .train import build_model, load_data, resolve_device, summarize
 
 __all__ = ["fit_many", "fit_grouped", "group_configs", "stackable", "SHARED_FIELDS", "StackedLinear", "stack_models"]
 
@@ -357,26 +357,6 @@ def fit_grouped(configs, store=None, max_members: int = 16, **kw) -> list[dict]:
 
 
 # ============================================================================================== training
-def _record_result(cfg: RunConfig, history: list[dict], status: str, diverged_epoch, data_name: str) -> dict:
-    """The result dict of ``train.fit`` (same keys, same rules)."""
-    last = history[-1] if history else {}
-    evals = [h for h in history if "test_acc" in h]
-    return {
-        "status": status,
-        "diverged_epoch": diverged_epoch,
-        "test_acc": evals[-1]["test_acc"] if status == "finished" else float("nan"),
-        "test_loss": evals[-1]["test_loss"] if status == "finished" else float("nan"),
-        "train_loss": last.get("train_loss", float("nan")),
-        "train_acc": last.get("train_acc", float("nan")),
-        "epochs_run": len(history),
-        "train_seconds": sum(h.get("seconds", 0.0) for h in history),
-        "tuning_factor": cfg.tuning_factor,
-        "data": data_name,
-        "config": cfg.to_dict(),
-        "history": history,
-    }
-
-
 @torch.no_grad()
 def _evaluate(stack: _Stack, batches: data_mod.TensorBatches) -> list[dict[str, float]]:
     """``train.evaluate`` for every member at once (eval mode, running statistics, the same test batches)."""
@@ -579,7 +559,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
             final_states[a] = {k: v.cpu() for k, v in stack.member_state_dict(m).items()}
     results = []
     for a, c in enumerate(cfgs):
-        r = _record_result(c, histories[a], status[a], diverged[a], trains[a].name)
+        r = summarize(c, histories[a], status[a], diverged[a], trains[a].name)
         if store is not None:
             store.finish(c, r)
         if keep_states:

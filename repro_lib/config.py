@@ -23,7 +23,7 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 PROFILES = ("smoke", "cpu", "gpu", "paper")
 WEIGHT_DECAY_MODES = ("coupled", "decoupled")
@@ -36,8 +36,62 @@ def _freeze(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(sorted((d or {}).items())))
 
 
+class ConfigBase:
+    """What every run description shares (``RunConfig`` here, ``distributed.ImageFolderConfig``): frozen mappings,
+    a type check of every field that names it, ``to_dict``/``from_dict``/``replace`` that reject unknown names,
+    and a stable content hash over the fields that change the computation."""
+
+    _NOT_HASHED: ClassVar[tuple] = _NOT_HASHED
+    _HASH_KIND: ClassVar[str | None] = None  # mixed into the hash so different config kinds never collide
+
+    def _freeze_and_check_types(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.type == "Mapping[str, Any]" and isinstance(v, Mapping):
+                object.__setattr__(self, f.name, _freeze(v))
+                continue
+            ok = {
+                "str": isinstance(v, str),
+                "bool": isinstance(v, bool),
+                "int": isinstance(v, int) and not isinstance(v, bool),
+                "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+                "Mapping[str, Any]": False,
+            }[f.type]
+            if not ok:
+                raise ValueError(f"{f.name}: expected {f.type}, got {type(v).__name__} {v!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (dict(v) if isinstance(v, Mapping) else v)
+                for f in fields(self) for v in [getattr(self, f.name)]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]):
+        """Build from a mapping; an unknown key is a ``ValueError`` naming it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"{unknown[0]}: unknown parameter (known: {sorted(known)})")
+        return cls(**d)
+
+    def replace(self, **changes):
+        known = {f.name for f in fields(self)}
+        for k in changes:
+            if k not in known:
+                raise ValueError(f"{k}: unknown parameter (known: {sorted(known)})")
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def hash(self) -> str:
+        """Stable content hash (16 hex) over every field that changes the computation."""
+        d = {k: v for k, v in self.to_dict().items() if k not in self._NOT_HASHED}
+        if self._HASH_KIND is not None:
+            d = {"kind": self._HASH_KIND, **d}
+        blob = json.dumps(d, sort_keys=True, default=repr, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(ConfigBase):
     """Everything that defines one training run. Units: lr per step, weight_decay per step, epochs."""
 
     model: str = "resnet18"  # registered model name (repro_lib.models.list_models())
@@ -66,24 +120,10 @@ class RunConfig:
     eval_every: int = 1  # evaluate on the test set every k epochs (and always at the last epoch)
 
     def __post_init__(self):
-        object.__setattr__(self, "optimizer_kwargs", _freeze(self.optimizer_kwargs))
-        object.__setattr__(self, "schedule_kwargs", _freeze(self.schedule_kwargs))
+        self._freeze_and_check_types()
         self._validate()
 
-    # ------------------------------------------------------------------ validation
     def _validate(self):
-        for f in fields(self):
-            v = getattr(self, f.name)
-            want = f.type
-            ok = {
-                "str": isinstance(v, str),
-                "bool": isinstance(v, bool),
-                "int": isinstance(v, int) and not isinstance(v, bool),
-                "float": isinstance(v, (int, float)) and not isinstance(v, bool),
-                "Mapping[str, Any]": isinstance(v, Mapping),
-            }[want]
-            if not ok:
-                raise ValueError(f"{f.name}: expected {want}, got {type(v).__name__} {v!r}")
         for name in ("lr", "batch_size", "num_epochs", "n", "width", "ghost_batch", "eval_every"):
             v = getattr(self, name)
             if not (v > 0 and math.isfinite(v)):
@@ -115,36 +155,6 @@ class RunConfig:
             raise ValueError(f"optimizer: unknown optimizer {self.optimizer!r}; known: {optim.list_optimizers()}")
         if self.schedule not in schedules.list_schedules():
             raise ValueError(f"schedule: unknown schedule {self.schedule!r}; known: {schedules.list_schedules()}")
-
-    # ------------------------------------------------------------------ identity
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["optimizer_kwargs"] = dict(self.optimizer_kwargs)
-        d["schedule_kwargs"] = dict(self.schedule_kwargs)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RunConfig":
-        """Build from a mapping; an unknown key is a ``ValueError`` naming it."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"{unknown[0]}: unknown parameter (known: {sorted(known)})")
-        return cls(**d)
-
-    def replace(self, **changes) -> "RunConfig":
-        known = {f.name for f in fields(self)}
-        for k in changes:
-            if k not in known:
-                raise ValueError(f"{k}: unknown parameter (known: {sorted(known)})")
-        return dataclasses.replace(self, **changes)
-
-    @property
-    def hash(self) -> str:
-        """Stable content hash (16 hex) over every field that changes the computation."""
-        d = {k: v for k, v in self.to_dict().items() if k not in _NOT_HASHED}
-        blob = json.dumps(d, sort_keys=True, default=repr, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
     def tuning_factor(self) -> float:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -46,10 +45,9 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import torch
 import torch.distributed as dist
@@ -57,18 +55,11 @@ import torch.nn.functional as F
 
 from . import imagefolder
 from .angular import AngularTracker, predicted_angular_update, tuning_factor  # noqa: F401
-from .config import PROFILES
+from .config import PROFILES, ConfigBase
 from .data import normalize
 
-_NOT_HASHED = ("device", "profile", "eval_every", "num_workers")
-
-
-def _freeze(d):
-    return MappingProxyType(dict(sorted((d or {}).items())))
-
-
 @dataclass(frozen=True)
-class ImageFolderConfig:
+class ImageFolderConfig(ConfigBase):
     """One ImageFolder training run. Defaults: Yun et al. 2022 Sec. 6 (EfficientNet-B0, ImageNet, SGDM B = 512,
     η = 0.1, μ = 0.9, 200 epochs, LR ÷10 at epochs 100/150/180). Field names match ``RunConfig`` where they mean
     the same thing, so ``repro_lib.optim.build_optimizer`` and ``repro_lib.schedules.build_schedule`` take it."""
@@ -99,20 +90,14 @@ class ImageFolderConfig:
     profile: str = "paper"
     eval_every: int = 1
 
+    _NOT_HASHED: ClassVar[tuple] = ("device", "profile", "eval_every", "num_workers")
+    _HASH_KIND: ClassVar[str] = "imagefolder"
+
     def __post_init__(self):
-        object.__setattr__(self, "optimizer_kwargs", _freeze(self.optimizer_kwargs))
-        object.__setattr__(self, "schedule_kwargs", _freeze(self.schedule_kwargs))
+        self._freeze_and_check_types()
         self._validate()
 
     def _validate(self):
-        for f in fields(self):
-            v = getattr(self, f.name)
-            ok = {"str": isinstance(v, str), "bool": isinstance(v, bool),
-                  "int": isinstance(v, int) and not isinstance(v, bool),
-                  "float": isinstance(v, (int, float)) and not isinstance(v, bool),
-                  "Mapping[str, Any]": isinstance(v, Mapping)}[f.type]
-            if not ok:
-                raise ValueError(f"{f.name}: expected {f.type}, got {type(v).__name__} {v!r}")
         for name in ("lr", "batch_size", "num_epochs", "image_size", "eval_every"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: must be positive, got {getattr(self, name)!r}")
@@ -140,30 +125,6 @@ class ImageFolderConfig:
             raise ValueError(f"optimizer: unknown optimizer {self.optimizer!r}; known: {optim.list_optimizers()}")
         if self.schedule not in schedules.list_schedules():
             raise ValueError(f"schedule: unknown schedule {self.schedule!r}; known: {schedules.list_schedules()}")
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["optimizer_kwargs"] = dict(self.optimizer_kwargs)
-        d["schedule_kwargs"] = dict(self.schedule_kwargs)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ImageFolderConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"{unknown[0]}: unknown parameter (known: {sorted(known)})")
-        return cls(**d)
-
-    def replace(self, **changes) -> "ImageFolderConfig":
-        return ImageFolderConfig.from_dict({**self.to_dict(), **changes})
-
-    @property
-    def hash(self) -> str:
-        """Stable content hash (16 hex) over every field that changes the computation (keys the store)."""
-        d = {k: v for k, v in self.to_dict().items() if k not in _NOT_HASHED}
-        blob = json.dumps({"kind": "imagefolder", **d}, sort_keys=True, default=repr, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def tuning_factor(self, n: int) -> float:
         """N·η·λ/(B(1−μ)) (Yun et al. Eq. 27) for N = ``n`` training images (the subset size actually used)."""

@@ -107,6 +107,12 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
             ax.axhline(math.acos(1 - tf), ls="--", lw=1, color="gray")
             ax.annotate(f"arccos(1−TF) {label}", (hist["epoch"].max(), math.acos(1 - tf)), fontsize=7,
                         ha="right", va="bottom", color="gray")
+    if y == "angular_update":  # the first epoch's large rotation from the initialisation would flatten the rest
+        later = hist.loc[hist["epoch"] > 2, y]
+        levels = [math.acos(1 - tf) for tf in (predicted or {}).values() if 0 < tf < 2]
+        top = max([later.max() if len(later) else 0.0, *levels])
+        if top > 0:
+            ax.set_ylim(0, 1.15 * top)
     ax.set_ylabel({"angular_update": "Δθ per epoch (rad)"}.get(y, y))
     ax.set_title(title)
     return ax

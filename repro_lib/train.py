@@ -91,6 +91,27 @@ def _finite_params(model) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
+def summarize(cfg: RunConfig, history: list[dict], status: str, diverged_epoch, data_name: str) -> dict:
+    """The result dict of a run (``fit`` and ``batched.fit_many``): final test accuracy (NaN when diverged), last
+    training loss/accuracy, epochs run, training seconds, tuning factor, data name, config and history."""
+    last = history[-1] if history else {}
+    evals = [h for h in history if "test_acc" in h]
+    return {
+        "status": status,
+        "diverged_epoch": diverged_epoch,
+        "test_acc": evals[-1]["test_acc"] if status == "finished" else float("nan"),
+        "test_loss": evals[-1]["test_loss"] if status == "finished" else float("nan"),
+        "train_loss": last.get("train_loss", float("nan")),
+        "train_acc": last.get("train_acc", float("nan")),
+        "epochs_run": len(history),
+        "train_seconds": sum(h.get("seconds", 0.0) for h in history),
+        "tuning_factor": cfg.tuning_factor,
+        "data": data_name,
+        "config": cfg.to_dict(),
+        "history": history,
+    }
+
+
 def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, progress: bool = True,
         eval_batch_size: int = 1000) -> dict:
     """Train one run and return ``{status, diverged_epoch, test_acc, train_loss, …, history, config}``.
@@ -178,22 +199,7 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
     if bar is not None:
         bar.close()
 
-    last = history[-1] if history else {}
-    evals = [h for h in history if "test_acc" in h]
-    result = {
-        "status": status,
-        "diverged_epoch": diverged_epoch,
-        "test_acc": evals[-1]["test_acc"] if status == "finished" else float("nan"),
-        "test_loss": evals[-1]["test_loss"] if status == "finished" else float("nan"),
-        "train_loss": last.get("train_loss", float("nan")),
-        "train_acc": last.get("train_acc", float("nan")),
-        "epochs_run": len(history),
-        "train_seconds": sum(h.get("seconds", 0.0) for h in history),
-        "tuning_factor": cfg.tuning_factor,
-        "data": train.name,
-        "config": cfg.to_dict(),
-        "history": history,
-    }
+    result = summarize(cfg, history, status, diverged_epoch, train.name)
     if store is not None:
         store.finish(cfg, result)
     return result

@@ -67,14 +67,19 @@ def aggregate(df: pd.DataFrame, by: list[str], value: str = "test_acc") -> pd.Da
     return df.groupby(by, dropna=False, sort=False).apply(agg, include_groups=False).reset_index()
 
 
-def histories(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def histories(df: pd.DataFrame, keys: list[str], tensor: str | None = None) -> pd.DataFrame:
     """Long-form per-epoch metrics of every run in a sweep result, tagged with the run's ``keys`` columns.
 
     A key that is also a per-epoch metric (e.g. ``lr``: the run's base LR vs the LR in force that epoch) keeps
-    the run's value; the per-epoch value is renamed ``epoch_<name>``."""
+    the run's value; the per-epoch value is renamed ``epoch_<name>``. ``tensor``: a parameter name whose own
+    norm and angular update (the tracker's per-tensor records) become the columns ``tensor_weight_norm`` and
+    ``tensor_angular_update``."""
     out = []
     for _, r in df.iterrows():
         for h in r["history"]:
             metrics = {(f"epoch_{k}" if k in keys else k): v for k, v in h.items() if not isinstance(v, dict)}
+            if tensor is not None and "weight_norm_per_tensor" in h:
+                metrics["tensor_weight_norm"] = h["weight_norm_per_tensor"][tensor]
+                metrics["tensor_angular_update"] = h["angular_update_per_tensor"][tensor]
             out.append({**metrics, **{k: r[k] for k in keys}})
     return pd.DataFrame(out)

@@ -50,5 +50,9 @@ def _build_sgd(cfg, model):
 
 
 from . import sgdp, adamp, backmatching  # noqa: E402,F401  (register the other optimizers)
+from .adamp import AdamP  # noqa: E402
+from .backmatching import LARS, LSALR, ScaleAmendedSGD  # noqa: E402
+from .sgdp import SGDP  # noqa: E402
 
-__all__ = ["build_optimizer", "list_optimizers", "register_optimizer", "trainable"]
+__all__ = ["AdamP", "LARS", "LSALR", "SGDP", "ScaleAmendedSGD", "build_optimizer", "list_optimizers",
+           "register_optimizer", "trainable"]

@@ -53,7 +53,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from . import imagefolder
+from . import cutmix, imagefolder
 from .angular import AngularTracker, predicted_angular_update, tuning_factor  # noqa: F401
 from .config import PROFILES, ConfigBase
 from .data import normalize
@@ -82,6 +82,8 @@ class ImageFolderConfig(ConfigBase):
     schedule_kwargs: Mapping[str, Any] = field(default_factory=lambda: {"milestones": [0.5, 0.75, 0.9]})
     num_epochs: int = 200
     label_smoothing: float = 0.0
+    cutmix_prob: float = 0.0  # CutMix (Yun et al. 2019) probability per batch; AdamP Table 2 ResNet-50 + CutMix: 1.0
+    cutmix_beta: float = 1.0  # λ ~ Beta(β, β)
     sync_bn: bool = False  # SyncBatchNorm across ranks (CUDA only)
     amp: bool = False  # bf16 autocast on CUDA (not in the paper; off by default)
     seed: int = 0
@@ -108,6 +110,10 @@ class ImageFolderConfig(ConfigBase):
             raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay!r}")
         if not 0 <= self.momentum < 1:
             raise ValueError(f"momentum: must be in [0, 1), got {self.momentum!r}")
+        if not 0 <= self.cutmix_prob <= 1:
+            raise ValueError(f"cutmix_prob: must be in [0, 1], got {self.cutmix_prob!r}")
+        if not self.cutmix_beta > 0:
+            raise ValueError(f"cutmix_beta: must be positive, got {self.cutmix_beta!r}")
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label_smoothing: must be in [0, 1), got {self.label_smoothing!r}")
         if self.n and self.batch_size > self.n:
@@ -233,8 +239,11 @@ def fit_imagefolder(cfg, store=None, data_root=None, progress: bool = True, metr
         cfg = ImageFolderConfig.from_dict(cfg)
     env = setup_distributed(cfg.device)
     try:
-        return _fit(cfg, env, store if env.is_main else None, data_root, progress and env.is_main,
-                    metrics_path if env.is_main else None, state_out)
+        result = _fit(cfg, env, store if env.is_main else None, data_root, progress and env.is_main,
+                      metrics_path if env.is_main else None, state_out)
+        if env.distributed:
+            dist.barrier()  # every rank is done before the group is torn down (a gloo rank could abort at exit)
+        return result
     finally:
         if env.initialized_here:
             dist.destroy_process_group()
@@ -303,6 +312,8 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
     for epoch in range(start_epoch, cfg.num_epochs):
         t0 = time.perf_counter()
         train.set_epoch(epoch)
+        # CutMix draws: a function of (seed, epoch, rank), so a resumed run mixes the same way
+        mix_gen = torch.Generator().manual_seed(cfg.seed + 1_000_003 * (epoch + 1) + env.rank)
         if tracker is not None:
             tracker.start_epoch()
         sums = torch.zeros(3, dtype=torch.float64, device=env.device)  # loss·count, correct, count
@@ -311,10 +322,15 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
         for x, y, idx in train:
             x = normalize(x.to(env.device, non_blocking=True), mean, std)
             y = y.to(env.device, non_blocking=True)
+            if cfg.cutmix_prob > 0:
+                x, y_a, y_b, lam = cutmix.cutmix_batch(x, y, cfg.cutmix_beta, cfg.cutmix_prob, generator=mix_gen)
             schedule.apply(optimizer, step)
             with amp or contextlib.nullcontext():
                 out = model(x)
-                loss = F.cross_entropy(out.float(), y, label_smoothing=cfg.label_smoothing)
+                if cfg.cutmix_prob > 0:
+                    loss = cutmix.cutmix_loss(out.float(), y_a, y_b, lam, cfg.label_smoothing)
+                else:
+                    loss = F.cross_entropy(out.float(), y, label_smoothing=cfg.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -422,11 +438,12 @@ def run_configs(cfgs, store, data_root=None, nproc: int = 1, progress: bool = Tr
             out.append(fit_imagefolder(cfg, store=store, data_root=data_root, progress=progress,
                                        metrics_path=metrics_path))
             continue
+        rc = 0
         if store.get(cfg) is None:
-            subprocess.run(torchrun_command(cfg, nproc, store.root, data_root, metrics_path), check=True)
-        res = store.get(cfg)
+            rc = subprocess.run(torchrun_command(cfg, nproc, store.root, data_root, metrics_path)).returncode
+        res = store.get(cfg)  # the store decides: a rank that aborts after rank 0 stored the result is harmless
         if res is None:
-            raise RuntimeError(f"torchrun finished but the store holds no result for {cfg.hash}")
+            raise RuntimeError(f"torchrun exited with {rc} and the store holds no result for {cfg.hash}")
         out.append({**res, "history": store.history(cfg)})
     return out
 

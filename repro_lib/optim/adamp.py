@@ -262,3 +262,17 @@ def _check_kwargs(cfg, name: str, allowed: set[str]) -> dict:
     if "betas" in kw:
         kw["betas"] = tuple(kw["betas"])
     return kw
+
+
+@register_optimizer("adam")
+def _build_adam(cfg, model):
+    """``torch.optim.Adam(foreach=True)`` with coupled L2 (``g <- g + λx`` before the moments): the "Adam"
+    column of AdamP Table 2 (Heo et al. 2021), whose weight decay is the paper's number as is."""
+    kw = dict(cfg.optimizer_kwargs)
+    unknown = sorted(set(kw) - {"betas", "eps"})
+    if unknown:
+        raise ValueError(f"optimizer_kwargs: unknown options {unknown} for optimizer 'adam'")
+    if cfg.weight_decay_mode != "coupled":
+        raise ValueError("weight_decay_mode: optimizer 'adam' implements coupled L2 only")
+    return torch.optim.Adam(trainable(model), lr=cfg.lr, betas=tuple(kw.get("betas", (0.9, 0.999))),
+                            eps=kw.get("eps", 1e-8), weight_decay=cfg.weight_decay, foreach=True)

@@ -291,11 +291,46 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
     drawn from the iterable ``batches`` of (x, y), recording ``cos_statistics`` of every ``ndim > 1`` tensor
     before each step (labels from ``model.scale_invariant_names``; the paper measured during ImageNet
     training of ResNet-18 with AdamP)."""
+    import itertools
+
     model.train()
     opt = AdamP(model.parameters(), lr=lr, weight_decay=weight_decay, delta=delta)
-    it = iter(batches)
-    taken = [next(it) for _ in range(steps)]
+    taken = itertools.islice(iter(batches), steps)  # lazily: ImageNet batches are not all kept in memory
     return cos_statistics(model, model.scale_invariant_names, nn.functional.cross_entropy, taken, step_fn=opt.step)
+
+
+# Table B.1 / Appendix C measurement sizes per profile (data, not branches). ``source``: "tensors" reads a
+# repro_lib.data dataset into memory (CIFAR ResNet-18); "imagefolder" streams ImageNet with the paper's model
+# (timm ResNet-18, 224 px, RandomResizedCrop + flip) as the paper measured it.
+DELTA_SIZES = {
+    "smoke": dict(source="tensors", model="resnet18", synthetic=True, width=4, image_size=32, n=256,
+                  batch_size=32, steps=4, lr=1e-3, weight_decay=0.0),
+    "cpu": dict(source="tensors", model="resnet18", synthetic=False, width=16, image_size=32, n=5000,
+                batch_size=128, steps=40, lr=1e-3, weight_decay=0.0),
+    "gpu": dict(source="imagefolder", model="resnet18_imagenet", synthetic=False, width=64, image_size=224,
+                n=0, batch_size=256, steps=500, lr=1e-3, weight_decay=0.0),
+    "paper": dict(source="imagefolder", model="resnet18_imagenet", synthetic=False, width=64, image_size=224,
+                  n=0, batch_size=256, steps=5000, lr=1e-3, weight_decay=0.0),
+}
+
+
+def imagefolder_batches(dataset: str, root, image_size: int, batch_size: int, n: int, seed: int, device,
+                        num_workers: int = 8):
+    """Endless normalized (x, y) training batches streamed from an ImageFolder split (``repro_lib.imagefolder``:
+    RandomResizedCrop + flip, class-balanced subset of ``n`` images, 0 = all), reshuffled every epoch."""
+    from . import imagefolder
+    from .data import normalize
+
+    ds = imagefolder.ImageFolderDataset(dataset, "train", root, image_size=image_size, train=True, seed=seed)
+    ds = ds.subset(n, seed)
+    loader = imagefolder.make_loader(ds, batch_size, seed=seed, num_workers=num_workers,
+                                     pin_memory=str(device).startswith("cuda"))
+    epoch = 0
+    while True:
+        loader.set_epoch(epoch)
+        for x, y, _ in loader:
+            yield normalize(x.to(device, non_blocking=True), ds.mean, ds.std), y.to(device, non_blocking=True)
+        epoch += 1
 
 
 def cos_intervals(stats: pd.DataFrame, coverage: float = 0.99) -> pd.DataFrame:

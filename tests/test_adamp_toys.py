@@ -119,3 +119,23 @@ def test_cos_statistics_and_detection_table():
     assert tab.loc[0.1, "scale_invariant_detection"] == 100.0
     assert tab.loc[0.1, "scale_variant_detection"] == 100.0
     assert tab.loc[math.inf, "scale_variant_detection"] == 0.0
+
+
+def test_delta_statistics_stream_an_imagefolder(tmp_path):
+    """The gpu/paper path of Table B.1: ImageNet-style folders streamed through repro_lib.imagefolder, the
+    statistics taken lazily step by step (a tiny synthetic folder and timm's tiny test model here)."""
+    from repro_lib import adamp_toys as T
+    from repro_lib import imagefolder as imf
+    from repro_lib.models import create
+
+    imf.write_synthetic_imagefolder(tmp_path, name="imagenet", num_classes=3, per_class=4, val_per_class=1, size=32)
+    stream = T.imagefolder_batches("imagenet", tmp_path, 32, 4, 0, 0, "cpu", num_workers=0)
+    x, y = next(stream)
+    assert x.shape == (4, 3, 32, 32) and x.dtype == torch.float32 and abs(float(x.mean())) < 3
+    model = create("test_efficientnet", 3)
+    stats = T.adamp_cos_run(model, stream, steps=5)  # 5 steps > 3 batches per epoch: the stream reshuffles
+    assert sorted(stats.step.unique()) == [0, 1, 2, 3, 4]
+    si = stats[stats.scale_invariant]
+    assert len(si) and si.cos_layer.max() < 1e-3 < stats[~stats.scale_invariant].cos_layer.max()
+    assert set(T.DELTA_SIZES) == {"smoke", "cpu", "gpu", "paper"}
+    assert T.DELTA_SIZES["paper"]["source"] == "imagefolder" and T.DELTA_SIZES["paper"]["image_size"] == 224

@@ -16,3 +16,12 @@ def jpeg_root():
     if not (SHARED_DATA / "cifar10-jpeg" / "train").is_dir():
         pytest.skip(f"no CIFAR-10 JPEG mirror at {SHARED_DATA / 'cifar10-jpeg'}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny tensors: intra-op threads only add synchronisation (and suffer badly on a shared 2-core box)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

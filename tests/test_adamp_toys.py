@@ -10,12 +10,7 @@ import torch.nn as nn
 from repro_lib import adamp_toys as T
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_toy2d_max_norms_match_appendix_b():

@@ -31,13 +31,7 @@ HIST_KEYS = ("lr", "train_loss", "train_acc", "angular_update", "weight_norm", "
              "effective_lr_epoch", "test_loss", "test_acc")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Single-threaded (the CI machine is shared; two threads under load were 10x slower here)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: single-threaded for tiny tensors
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,7 @@ from repro_lib.optim.adamp import CHANNEL_HIT, LAYER_HIT, NO_HIT, AdamP, project
 from repro_lib.optim.sgdp import SGDP
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add synchronisation (and suffer badly on a shared 2-core box)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _cnn():

@@ -34,9 +34,9 @@ HIST_KEYS = ("lr", "train_loss", "train_acc", "angular_update", "weight_norm", "
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: single-threaded for tiny tensors
 
 
-@pytest.fixture(scope="module")
-def runs(one_thread):
-    """Separate ``fit`` runs (capturing each final model) and one ``fit_many`` over the same configs, in float64."""
+def _fit_vs_fit_many(cfgs):
+    """Separate ``fit`` runs (capturing each final model) and one ``fit_many`` over the same configs, in float64.
+    Returns (fit results, fit models, fit_many results)."""
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     build = train.build_model
@@ -48,13 +48,18 @@ def runs(one_thread):
 
     try:
         train.build_model = capture
-        refs = [train.fit(c, progress=False) for c in CONFIGS]
+        refs = [train.fit(c, progress=False) for c in cfgs]
         train.build_model = build
-        many = batched.fit_many(CONFIGS, progress=False, keep_states=True)
+        many = batched.fit_many(cfgs, progress=False, keep_states=True)
     finally:
         train.build_model = build
         torch.set_default_dtype(old)
     return refs, models, many
+
+
+@pytest.fixture(scope="module")
+def runs(one_thread):
+    return _fit_vs_fit_many(CONFIGS)
 
 
 def _close(a, b, rel=1e-9, abs_=1e-12):
@@ -175,22 +180,7 @@ def test_unmodified_net_and_nesterov_equal_fit():
     equal separate ``fit`` runs (float64), i.e. the stacked affine BN / linear layers and the Nesterov update."""
     cfg = BASE.replace(scale_invariant=False, width=2, n=128, num_epochs=2, schedule="step")
     cfgs = [cfg.replace(lr=0.1, seed=0, nesterov=True), cfg.replace(lr=0.2, weight_decay=1e-3, momentum=0.8, seed=1)]
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    build, models = train.build_model, []
-
-    def capture(c, k):
-        models.append(build(c, k))
-        return models[-1]
-
-    try:
-        train.build_model = capture
-        refs = [train.fit(c, progress=False) for c in cfgs]
-        train.build_model = build
-        many = batched.fit_many(cfgs, progress=False, keep_states=True)
-    finally:
-        train.build_model = build
-        torch.set_default_dtype(old)
+    refs, models, many = _fit_vs_fit_many(cfgs)
     for model, ref, res in zip(models, refs, many):
         sd = model.state_dict()
         assert "fc.weight" in sd and "bn1.weight" in sd

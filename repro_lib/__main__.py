@@ -1,4 +1,9 @@
-"""Command line: ``python -m repro_lib run [NOTEBOOK …] --profile P [-p name value …]``."""
+"""Command line.
+
+* ``python -m repro_lib run [NOTEBOOK …] --profile P [-p name value …]``: execute notebooks with papermill;
+* ``python -m repro_lib sweep NOTEBOOK --profile P --executor {local,slurm} […]``: submit the notebook's grid as
+  one submitit job array (``repro_lib.cluster``, issue 9); then ``run NOTEBOOK -p collect True`` renders it.
+"""
 from __future__ import annotations
 
 import argparse
@@ -18,7 +23,31 @@ def main(argv=None) -> int:
     run.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="notebook parameter (repeatable), e.g. -p data_root /data -p dataset cifar10-jpeg")
     run.add_argument("--keep-going", action="store_true", help="run the remaining notebooks after a failure")
+    sw = sub.add_parser("sweep", help="submit a notebook's grid to a cluster (submitit job array) into the store")
+    sw.add_argument("notebook", help="notebook path, e.g. notebooks/yun2022_table2.ipynb")
+    sw.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu", "paper"])
+    sw.add_argument("--executor", default="local", choices=["local", "slurm"],
+                    help="slurm: sbatch job array; local: subprocesses of this machine")
+    sw.add_argument("--results-dir", default="results", help="the shared results store (same as `run`'s)")
+    sw.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="notebook parameter (repeatable), as for `run`: it changes the grid as in the notebook")
+    sw.add_argument("--partition", default=None, help="SLURM partition")
+    sw.add_argument("--gpus-per-job", type=int, default=None, help="GPUs per job (default: 1 on slurm, 0 local)")
+    sw.add_argument("--cpus-per-task", type=int, default=None, help="CPU cores per job (SLURM)")
+    sw.add_argument("--timeout-min", type=int, default=240, help="wall time per job; a timed-out job is requeued")
+    sw.add_argument("--max-parallel", type=int, default=0,
+                    help="jobs running at once (slurm: array throttle, 0 = no limit; local: default 1)")
+    sw.add_argument("--max-members", type=int, default=None,
+                    help="runs per job trained as one stacked model (default: the notebook's)")
+    sw.add_argument("--max-requeues", type=int, default=20, help="timeouts after which a job is not requeued")
+    sw.add_argument("--slurm-arg", nargs=2, action="append", default=[], metavar=("OPTION", "VALUE"),
+                    help="any other sbatch option, e.g. --slurm-arg account myproj --slurm-arg qos high")
+    sw.add_argument("--log-dir", default=None, help="submitit logs and pickles (default: <results-dir>/submitit)")
+    sw.add_argument("--dry-run", action="store_true", help="print the groups (and sbatch script); submit nothing")
+    sw.add_argument("--wait", action="store_true", help="wait for the jobs and print their outcome")
     args = ap.parse_args(argv)
+    if args.cmd == "sweep":
+        return sweep(args)
 
     paths = args.notebooks or [str(p) for p in notebooks_in()]
     params = {k: parse_value(v) for k, v in args.p}
@@ -38,6 +67,49 @@ def main(argv=None) -> int:
     if failed:
         print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
+    return 0
+
+
+def sweep(args) -> int:
+    from . import cluster
+
+    try:
+        params = cluster.notebook_parameters(args.notebook, {k: parse_value(v) for k, v in args.p})
+        plans = cluster.notebook_plans(args.notebook, args.profile, params)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    max_members = args.max_members or cluster.default_max_members(args.notebook, args.profile)
+    slurm = dict(partition=args.partition, cpus_per_task=args.cpus_per_task,
+                 name=f"repro_{args.profile}_{args.notebook.rsplit('/', 1)[-1].removesuffix('.ipynb')}",
+                 extra=dict(args.slurm_arg)) if args.executor == "slurm" else {}
+    sub = cluster.submit(plans, args.results_dir, executor=args.executor, max_members=max_members,
+                         max_parallel=args.max_parallel, gpus_per_job=args.gpus_per_job, timeout_min=args.timeout_min,
+                         data_root=params.get("data_root") or None, download=bool(params.get("download", False)),
+                         log_dir=args.log_dir, dry_run=args.dry_run, max_requeues=args.max_requeues, **slurm)
+    if args.dry_run:
+        for j, groups in enumerate(sub.per_job):
+            for g in groups:
+                c = g[0]
+                print(f"job {j}: {len(g)} run(s) {c.model} n={c.n} B={c.batch_size} epochs={c.num_epochs}: "
+                      + " ".join(f"lr={x.lr:g}/wd={x.weight_decay:g}/seed={x.seed}" for x in g))
+        if sub.sbatch:
+            print(sub.sbatch)
+    else:
+        print("job ids:", " ".join(j.job_id for j in sub.jobs) if sub.jobs else "none")
+    print(("dry run: " if args.dry_run else "") + sub.summary(), flush=True)
+    if args.wait and sub.jobs:
+        failed = 0
+        for job in sub.jobs:
+            try:
+                out = job.result()
+                print(f"job {job.job_id}: {len(out)} runs " + str({s: sum(r['status'] == s for r in out)
+                                                                   for s in {r['status'] for r in out}}))
+            except Exception as e:  # a failed job: its log is in the submitit folder
+                failed += 1
+                print(f"job {job.job_id} FAILED: {str(e).splitlines()[0] if str(e) else type(e).__name__} "
+                      f"(log: {job.paths.stderr})", file=sys.stderr)
+        return 1 if failed else 0
     return 0
 
 

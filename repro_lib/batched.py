@@ -69,13 +69,14 @@ from .config import RunConfig
 from .models.layers import FixedLinear, GhostBatchNorm
 from .optim import build_optimizer, trainable
 from .schedules import Schedule, build_schedule
-from .train import build_model, load_data, resolve_device, summarize
+from .train import CheckpointClock, FastPath, build_model, load_data, resolve_device, summarize
 
-__all__ = ["fit_many", "fit_grouped", "group_configs", "stackable", "SHARED_FIELDS", "StackedLinear", "stack_models"]
+__all__ = ["fit_many", "fit_grouped", "group_configs", "member_bytes", "stackable", "SHARED_FIELDS", "StackedLinear", "stack_models"]
 
 # Fields that must be equal within one stacked group (everything that changes shapes, data or the loop length).
 SHARED_FIELDS = ("model", "scale_invariant", "width", "dataset", "synthetic", "n", "n_test", "batch_size",
-                 "weight_decay_mode", "optimizer", "num_epochs", "ghost_batch", "augment", "device")
+                 "weight_decay_mode", "optimizer", "num_epochs", "ghost_batch", "augment", "device", "precision",
+                 "channels_last", "cudnn_benchmark", "compile")
 # Leaf modules that are channel-separable once stacked (an empty Sequential is an identity shortcut; anything
 # else, e.g. Dropout, is rejected).
 _PASSIVE = (nn.Sequential, nn.ReLU, nn.Identity, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Flatten)
@@ -181,8 +182,12 @@ class _Stack:
     """The stacked network of the active members, their flat parameter/momentum buffers and optimizer vectors."""
 
     def __init__(self, models: list[nn.Module], bufs: list[list[torch.Tensor]], cfgs: list[RunConfig],
-                 lr_table: torch.Tensor, check: tuple | None = None):
+                 lr_table: torch.Tensor, check: tuple | None = None, channels_last: bool = False,
+                 compile: bool = False):
         self.M = M = len(models)
+        # channels_last: the 4-D weights are NHWC-strided views of the flat buffer (the flat buffer holds each
+        # (O, kh, kw, I) block in memory order), so the SGD step stays five ops over one buffer
+        self.cl = channels_last
         self.cfgs = cfgs
         self.template = models[0]
         self.net = stack_models(models)
@@ -195,11 +200,11 @@ class _Stack:
             raise ValueError("fit_many: stacked parameters differ from the member's trainable parameters")
         dev, dt = sparams[self.names[0]].device, sparams[self.names[0]].dtype
         sizes = [sparams[n].numel() for n in self.names]
-        self.flat = torch.cat([sparams[n].detach().reshape(-1) for n in self.names])
+        self.flat = torch.cat([self._to_flat(sparams[n].detach()) for n in self.names])
         self.params = []
         off = 0
         for n, size in zip(self.names, sizes):  # re-point each parameter into the flat buffer
-            p = nn.Parameter(self.flat[off:off + size].view(sparams[n].shape))
+            p = nn.Parameter(self._flat_view(self.flat[off:off + size], sparams[n].shape))
             parent_name, _, attr = n.rpartition(".")
             setattr(self.net.get_submodule(parent_name) if parent_name else self.net, attr, p)
             self.params.append(p)
@@ -207,7 +212,7 @@ class _Stack:
         # member index of every element of the flat buffer (block i: M consecutive runs of numel/M elements)
         self.member_index = torch.cat([torch.arange(M, device=dev).repeat_interleave(s // M) for s in sizes])
         # momentum buffer: the members' SGD buffers (zeros where absent), in the same layout
-        self.mom = torch.cat([torch.stack([b[i].to(dev, dt).reshape(-1) for b in bufs]).reshape(-1)
+        self.mom = torch.cat([torch.stack([self._to_flat(b[i].to(dev, dt)) for b in bufs]).reshape(-1)
                               for i in range(len(self.names))])
         vec = lambda vals: torch.tensor(vals, device=dev, dtype=dt)[self.member_index]  # noqa: E731
         self.wd = vec([c.weight_decay for c in cfgs])
@@ -218,6 +223,18 @@ class _Stack:
         self.trackers = [AngularTracker(_MemberView(self, m)) for m in range(M)]
         if check is not None:
             self._check(models, check)
+        self.forward = torch.compile(self.net) if compile else self.net  # same parameters
+
+    def _to_flat(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` in the flat buffer's element order (NHWC for 4-D tensors when channels_last)."""
+        return t.permute(0, 2, 3, 1).reshape(-1) if self.cl and t.dim() == 4 else t.reshape(-1)
+
+    def _flat_view(self, buf: torch.Tensor, shape) -> torch.Tensor:
+        """The slice ``buf`` of the flat buffer as a tensor of logical ``shape`` (inverse of ``_to_flat``)."""
+        if self.cl and len(shape) == 4:
+            o, i, kh, kw = shape
+            return buf.view(o, kh, kw, i).permute(0, 3, 1, 2)
+        return buf.view(shape)
 
     # -------------------------------------------------------------- views of one member
     def member_tensor(self, t: torch.Tensor, key: str, m: int) -> torch.Tensor:
@@ -226,13 +243,15 @@ class _Stack:
         return t.view(self.M, *self.shapes[key])[m]
 
     def member_state_dict(self, m: int) -> dict[str, torch.Tensor]:
-        """Member m's state dict, in the member model's own names and shapes (copies)."""
-        return {k: self.member_tensor(v.detach(), k, m).clone() for k, v in self.net.state_dict().items()}
+        """Member m's state dict, in the member model's own names and shapes (contiguous copies)."""
+        return {k: self.member_tensor(v.detach(), k, m).clone(memory_format=torch.contiguous_format)
+                for k, v in self.net.state_dict().items()}
 
     def member_bufs(self, m: int) -> list[torch.Tensor]:
         out, off = [], 0
         for n, p in zip(self.names, self.params):
-            out.append(self.mom[off:off + p.numel()].view(self.M, *self.shapes[n])[m].clone())
+            v = self._flat_view(self.mom[off:off + p.numel()], p.shape)
+            out.append(v.reshape(self.M, *self.shapes[n])[m].contiguous())
             off += p.numel()
         return out
 
@@ -247,7 +266,7 @@ class _Stack:
     @torch.no_grad()
     def sgd_step(self, step: int) -> None:
         """``torch.optim.SGD`` (coupled L2, PyTorch momentum, dampening 0) with per-member η, λ, μ."""
-        g = torch.cat([p.grad.reshape(-1) for p in self.params])
+        g = torch.cat([self._to_flat(p.grad) for p in self.params])
         g.addcmul_(self.flat, self.wd)  # d = g + λx
         self.mom.mul_(self.mu).add_(g)  # v = μv + d
         upd = self.mom
@@ -312,17 +331,72 @@ def _check_group(cfgs: list[RunConfig]) -> None:
                 raise ValueError(f"{f}: fit_many needs the same {f} for every config, got {a!r} and {b!r}")
 
 
-def group_configs(configs, max_members: int = 16) -> list[list[int]]:
-    """Indices of ``configs`` split into stackable groups (equal :data:`SHARED_FIELDS`) of at most ``max_members``,
-    in order of first appearance. ``max_members`` is the memory knob: activation memory grows linearly in it."""
+_MEMBER_BYTES: dict[tuple, int] = {}
+
+
+def member_bytes(cfg: RunConfig) -> int:
+    """Estimated training memory of one member of a stacked group, in bytes (cached per model/width/B/size):
+
+    * weights: every parameter and buffer x 4 copies of 4 bytes (the weight, its gradient, the momentum buffer, and
+      the grouped-conv / flat-buffer temporaries of the SGD step);
+    * activations: B x (elements of every leaf module's output for one image) x 4 bytes -- what autograd keeps
+      for the backward pass (conv, BN and ReLU outputs), counted with forward hooks on a 2-image eval-mode pass
+      of the member model on CPU (fp32 even under bf16 autocast: a safe upper bound), x 1.5 for the ghost-BN
+      reshapes and the allocator's slack.
+
+    Checked against ``torch.cuda.max_memory_allocated`` on the GPU (see README, throughput); an estimate, not
+    a guarantee -- ``memory_budget_bytes`` leaves headroom by default."""
+    from .data import DATASETS
+
+    info = DATASETS[cfg.dataset]
+    key = (cfg.model, cfg.scale_invariant, cfg.width, cfg.batch_size, info.image_size, info.num_classes)
+    if key not in _MEMBER_BYTES:
+        torch.manual_seed(0)
+        from .models import create
+
+        model = create(cfg.model, num_classes=info.num_classes, scale_invariant=cfg.scale_invariant,
+                       width=cfg.width, ghost_batch=cfg.ghost_batch).eval()
+        acts = [0]
+        hooks = [mod.register_forward_hook(lambda _m, _i, o: acts.__setitem__(0, acts[0] + o.numel() // 2))
+                 for mod in model.modules() if not list(mod.children())]
+        with torch.no_grad():
+            model(torch.zeros(2, 3, info.image_size, info.image_size))
+        for h in hooks:
+            h.remove()
+        weights = sum(t.numel() for t in list(model.parameters()) + list(model.buffers()))
+        _MEMBER_BYTES[key] = int(16 * weights + 1.5 * 4 * cfg.batch_size * acts[0])
+    return _MEMBER_BYTES[key]
+
+
+def default_memory_budget(device: str) -> int | None:
+    """70 % of the free memory of the CUDA device a config would use; None (no limit) on CPU."""
+    dev = resolve_device(device)
+    if dev.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(dev)
+    return int(0.7 * free)
+
+
+def group_configs(configs, max_members: int = 16, memory_budget_bytes: int | None | str = "auto") -> list[list[int]]:
+    """Indices of ``configs`` split into stackable groups (equal :data:`SHARED_FIELDS`), in order of first
+    appearance: the largest groups of at most ``max_members`` runs whose estimated memory
+    (:func:`member_bytes` x members) fits ``memory_budget_bytes`` ("auto": :func:`default_memory_budget` of the
+    configs' device, i.e. a limit on CUDA and none on CPU; None: no limit). A group never has fewer than one run."""
     if max_members < 1:
         raise ValueError(f"max_members: must be >= 1, got {max_members}")
+    if memory_budget_bytes is not None and memory_budget_bytes != "auto" and memory_budget_bytes <= 0:
+        raise ValueError(f"memory_budget_bytes: must be positive, None or 'auto', got {memory_budget_bytes!r}")
     groups: dict[tuple, list[int]] = {}
     for i, c in enumerate(configs):
         groups.setdefault(_key(c), []).append(i)
     out = []
     for idx in groups.values():
-        out += [idx[i:i + max_members] for i in range(0, len(idx), max_members)]
+        cap = max_members
+        budget = default_memory_budget(configs[idx[0]].device) if memory_budget_bytes == "auto" \
+            else memory_budget_bytes
+        if budget is not None and max_members > 1:
+            cap = max(1, min(max_members, budget // member_bytes(configs[idx[0]])))
+        out += [idx[i:i + cap] for i in range(0, len(idx), cap)]
     return out
 
 
@@ -333,10 +407,11 @@ def stackable(cfg: RunConfig) -> bool:
     return type(build_schedule(cfg, 1)).apply is Schedule.apply
 
 
-def fit_grouped(configs, store=None, max_members: int = 16, **kw) -> list[dict]:
+def fit_grouped(configs, store=None, max_members: int = 16, memory_budget_bytes: int | None | str = "auto",
+                **kw) -> list[dict]:
     """A drop-in for ``[fit(c, store, **kw) for c in configs]``: stackable configs (:func:`stackable`) are trained
-    by ``fit_many`` in the groups of :func:`group_configs`; the others, and groups of one, by ``train.fit``.
-    One result per config, in the order given."""
+    by ``fit_many`` in the groups of :func:`group_configs` (``max_members``, ``memory_budget_bytes``); the others,
+    and groups of one, by ``train.fit``. One result per config, in the order given."""
     from .train import fit
 
     configs = list(configs)
@@ -346,7 +421,7 @@ def fit_grouped(configs, store=None, max_members: int = 16, **kw) -> list[dict]:
     for i, c in enumerate(configs):
         if i not in ok_set:
             results[i] = fit(c, store=store, **kw)
-    for idx in group_configs([configs[i] for i in ok], max_members):
+    for idx in group_configs([configs[i] for i in ok], max_members, memory_budget_bytes):
         idx = [ok[i] for i in idx]
         if len(idx) == 1:
             results[idx[0]] = fit(configs[idx[0]], store=store, **kw)
@@ -358,16 +433,18 @@ def fit_grouped(configs, store=None, max_members: int = 16, **kw) -> list[dict]:
 
 # ============================================================================================== training
 @torch.no_grad()
-def _evaluate(stack: _Stack, batches: data_mod.TensorBatches) -> list[dict[str, float]]:
+def _evaluate(stack: _Stack, batches: data_mod.TensorBatches, fast: FastPath) -> list[dict[str, float]]:
     """``train.evaluate`` for every member at once (eval mode, running statistics, the same test batches)."""
-    net, M = stack.net, stack.M
+    net, M = stack.forward, stack.M
     net.eval()
     dev = batches.x.device
     loss_sum = torch.zeros(M, dtype=torch.float64, device=dev)
     correct = torch.zeros(M, dtype=torch.int64, device=dev)
     for x, y in batches.epoch():
-        out = net(x.repeat(1, M, 1, 1)).view(len(y), M, -1)
-        loss_sum += F.cross_entropy(out.transpose(1, 2), y[:, None].expand(-1, M), reduction="none").double().sum(0)
+        with fast.autocast():
+            out = net(fast.inputs(x.repeat(1, M, 1, 1))).view(len(y), M, -1)
+            ce = F.cross_entropy(out.transpose(1, 2), y[:, None].expand(-1, M), reduction="none")  # fp32
+        loss_sum += ce.double().sum(0)
         correct += (out.argmax(2) == y[:, None]).sum(0)
     net.train()
     n = len(batches.data)
@@ -470,7 +547,11 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
             histories[m] = list(st["history"])
     lr_all = _lr_table(cfgs, spe)
     active = list(range(M0))  # original indices of the members in the stack
-    stack = _Stack(models, bufs, cfgs, lr_all, check=tuple(trains[0].x.shape[1:]))
+    fast = FastPath(cfgs[0], device)  # the fast-path flags are SHARED_FIELDS: one setting for the group
+    stack_kw = dict(channels_last=fast.channels_last, compile=fast.compile)
+    stack = _Stack(models, bufs, cfgs, lr_all, check=tuple(trains[0].x.shape[1:]), **stack_kw)
+    eval_every = [c.eval_interval(n_train, len(test)) for c in cfgs]
+    clock = CheckpointClock(cfgs[0].checkpoint_every_s)
     status = ["finished"] * M0
     diverged = [None] * M0
     final_states: list[dict | None] = [None] * M0
@@ -495,8 +576,9 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
             b = xy[0][1].shape[0]
             x = torch.stack([t[0] for t in xy], 1).reshape(b, -1, *xy[0][0].shape[2:])
             y = torch.stack([t[1] for t in xy], 1)  # (b, M)
-            out = stack.net(x).view(b, M, -1)
-            losses = F.cross_entropy(out.transpose(1, 2), y, reduction="none").mean(0)  # (M,) per-member means
+            with fast.autocast():
+                out = stack.forward(fast.inputs(x)).view(b, M, -1)
+                losses = F.cross_entropy(out.transpose(1, 2), y, reduction="none").mean(0)  # (M,)
             losses.sum().backward()
             stack.sgd_step(step)
             loss_sum += losses.detach().double() * b
@@ -526,16 +608,18 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
             rec["group_size"] = M
             recs[m] = rec
             keep.append(m)
-        if any((epoch + 1) % cfgs[active[m]].eval_every == 0 or epoch + 1 == cfgs[0].num_epochs for m in keep):
-            evals = _evaluate(stack, test_batches)
+        if any((epoch + 1) % eval_every[active[m]] == 0 or epoch + 1 == cfgs[0].num_epochs for m in keep):
+            evals = _evaluate(stack, test_batches, fast)
+        save = store is not None and epoch + 1 < cfgs[0].num_epochs and clock.due()
         for m in keep:
             a = active[m]
             rec = recs[m]
-            if evals is not None and ((epoch + 1) % cfgs[a].eval_every == 0 or epoch + 1 == cfgs[a].num_epochs):
+            if evals is not None and ((epoch + 1) % eval_every[a] == 0 or epoch + 1 == cfgs[a].num_epochs):
                 rec.update(evals[m])
             histories[a].append(rec)
             if store is not None:
                 store.log_epoch(cfgs[a], rec)
+            if save:
                 store.save_checkpoint(cfgs[a], _checkpoint(
                     cfgs[a], models[a], stack.member_state_dict(m), stack.member_bufs(m), rec["lr"],
                     stack.trackers[m], histories[a], epoch + 1))
@@ -547,7 +631,8 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
                 models[active[m]].load_state_dict(stack.member_state_dict(m))
             kept_bufs = [stack.member_bufs(m) for m in keep]
             active = [active[m] for m in keep]
-            stack = _Stack([models[a] for a in active], kept_bufs, [cfgs[a] for a in active], lr_all[:, active])
+            stack = _Stack([models[a] for a in active], kept_bufs, [cfgs[a] for a in active], lr_all[:, active],
+                           **stack_kw)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(active=len(active))

@@ -7,6 +7,11 @@
 * ``verdict``: per column, is the best or second-best accuracy in a yellow cell (the paper's claim, Sec. 5.1);
 * ``export``: HTML and LaTeX files;
 * ``plot_angular``: Δθ per epoch curves with the predicted level arccos(1 − tuning factor) (Eq. 27).
+
+Missing runs (issue 9: ``sweep.run_sweep(collect=True)`` on a store a cluster sweep has not finished yet) are never
+dropped silently: ``pivot_cells`` records how many runs each cell lacks (``grid.attrs["missing"]``), ``style_grid``
+writes "missing" in a cell without any result (a blank cell stays what the paper means by it: every seed
+diverged) and "(k missing)" after a partial mean, and ``verdict`` says how many cells of a column are incomplete.
 """
 from __future__ import annotations
 
@@ -17,22 +22,45 @@ import numpy as np
 import pandas as pd
 
 YELLOW = "background-color: #fff59d"
+MISSING_CSS = "color: #888888;font-style: italic"
+
+
+def _missing_runs(r: pd.Series) -> int:
+    """How many runs a row of cells lacks: its ``missing`` count (``sweep.aggregate``) or 1 for a raw sweep row
+    whose status is ``"missing"``."""
+    if "missing" in r and pd.notna(r["missing"]):
+        return int(r["missing"])
+    return int(r.get("status") == "missing")
 
 
 def pivot_cells(cells: pd.DataFrame, value: str, col: str = "n", row_keys=("lr", "weight_decay"),
                 order: str = "row") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(grid of ``value``, grid of the ``yellow`` flag) with rows ``row_keys`` in ``order`` and columns ``col``."""
+    """(grid of ``value``, grid of the ``yellow`` flag) with rows ``row_keys`` in ``order`` and columns ``col``.
+
+    Cells lacking runs (a ``missing`` count column, or ``status == "missing"``) are listed in
+    ``grid.attrs["missing"]`` as ``{(row key, column): number of missing runs}``; not for the paper's own values
+    (a ``value`` named ``paper_*``), which are never missing."""
     cells = cells.sort_values([order, col]) if order in cells else cells
     idx = list(dict.fromkeys(tuple(r) for r in cells[list(row_keys)].itertuples(index=False)))
     cols = sorted(cells[col].unique())
     grid = pd.DataFrame(np.nan, index=pd.MultiIndex.from_tuples(idx, names=list(row_keys)), columns=cols)
     grid.columns.name = col
     yellow = pd.DataFrame(False, index=grid.index, columns=cols)
+    missing: dict[tuple, int] = {}
     for _, r in cells.iterrows():
         key = tuple(r[k] for k in row_keys)
         grid.loc[key, r[col]] = r[value]
         yellow.loc[key, r[col]] = bool(r.get("yellow", False))
+        k = 0 if value.startswith("paper_") else _missing_runs(r)
+        if k:
+            missing[(key, r[col])] = missing.get((key, r[col]), 0) + k
+    if missing:
+        grid.attrs["missing"] = missing
     return grid, yellow
+
+
+def _missing_of(grid: pd.DataFrame, missing: dict | None) -> dict:
+    return dict(grid.attrs.get("missing", {}) if missing is None else missing)
 
 
 def _rank_in_column(col: pd.Series) -> pd.Series:
@@ -40,35 +68,51 @@ def _rank_in_column(col: pd.Series) -> pd.Series:
     return col.rank(ascending=False, method="min")
 
 
-def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", precision: int = 2):
-    """Paper-style Styler: yellow cells, bold best per column, blanks for empty cells."""
+def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", precision: int = 2,
+               missing: dict | None = None):
+    """Paper-style Styler: yellow cells, bold best per column, blanks for empty cells (every seed diverged).
+
+    ``missing``: ``{(row key, column): runs missing}`` (default: ``grid.attrs["missing"]`` from ``pivot_cells``);
+    such a cell reads "missing" (grey) when it has no value, else "<mean> (k missing)"."""
     ranks = grid.apply(_rank_in_column)
+    missing = _missing_of(grid, missing)
 
     def css(_):
         out = pd.DataFrame("", index=grid.index, columns=grid.columns)
         out = out.mask(yellow.reindex_like(grid).fillna(False).astype(bool), YELLOW)
         bold = ranks == 1
         out = out.where(~bold, out + ";font-weight: bold")
+        for (key, c) in missing:
+            out.loc[key, c] += ";" + MISSING_CSS
         return out
 
     sty = grid.style.apply(css, axis=None).format(precision=precision, na_rep="")
+    for (key, c), k in missing.items():
+        v = grid.loc[key, c]
+        text = "missing" if pd.isna(v) else f"{v:.{precision}f} ({k} missing)"
+        sty = sty.format(lambda _, t=text: t, subset=pd.IndexSlice[[key], [c]])
     if caption:
         sty = sty.set_caption(caption)
     return sty
 
 
-def verdict(grid: pd.DataFrame, yellow: pd.DataFrame) -> pd.Series:
+def verdict(grid: pd.DataFrame, yellow: pd.DataFrame, missing: dict | None = None) -> pd.Series:
     """Per column: ``"best"`` / ``"second"`` if a yellow cell holds the best / second-best accuracy,
-    ``"no"`` otherwise, ``"n/a"`` if the column has no yellow cell with a value."""
+    ``"no"`` otherwise, ``"n/a"`` if the column has no yellow cell with a value. A column with cells lacking runs
+    (``missing``, default ``grid.attrs["missing"]``) gets " (k cells missing runs)" appended: a provisional verdict."""
     ranks = grid.apply(_rank_in_column)
+    missing = _missing_of(grid, missing)
     out = {}
     for c in grid.columns:
         ymask = yellow[c].astype(bool) & grid[c].notna()
         if not ymask.any():
             out[c] = "n/a"
-            continue
-        best = ranks[c][ymask].min()
-        out[c] = "best" if best == 1 else "second" if best == 2 else "no"
+        else:
+            best = ranks[c][ymask].min()
+            out[c] = "best" if best == 1 else "second" if best == 2 else "no"
+        k = sum(1 for (_, cc) in missing if cc == c)
+        if k:
+            out[c] += f" ({k} cell{'s' if k > 1 else ''} missing runs)"
     return pd.Series(out, name="verdict")
 
 
@@ -101,6 +145,10 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
+    if hist.empty or y not in hist:  # collect mode before any of these runs finished: say so, draw nothing
+        ax.text(0.5, 0.5, "runs missing: none in the store yet", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title)
+        return ax
     sns.lineplot(data=hist, x="epoch", y=y, hue=hue, ax=ax, palette="tab10")
     for label, tf in (predicted or {}).items():
         if 0 < tf < 2:
@@ -126,7 +174,8 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
     paper_<col>, <row_keys>, paper_<row_keys>, yellow, paper_accuracy``; rows are (lr, weight_decay) by default,
     e.g. ``row_keys=("batch_size",)`` for a B × N table). Seeds are averaged
     with the paper's rule (``sweep.aggregate``). Returns (HTML, verdicts): one verdict row per (sub-table,
-    column) for ours and for the paper's cells that were run. With ``out_dir``, writes HTML + LaTeX per
+    column) for ours and for the paper's cells that were run, with ``missing_runs`` (runs of the column not in
+    the store yet, ``run_sweep(collect=True)``; their cells read "missing"). With ``out_dir``, writes HTML + LaTeX per
     sub-table and the verdicts as CSV.
     """
     from .sweep import aggregate
@@ -142,8 +191,10 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
         s_ours = style_grid(ours, ymask, caption=f"ours {label}")
         s_paper = style_grid(theirs, ymask_p, caption=f"paper {label}")
         v_ours, v_paper = verdict(ours, ymask), verdict(theirs, ymask_p)
+        miss = ours.attrs.get("missing", {})
         for (c_ours, vo), (c_paper, vp) in zip(v_ours.items(), v_paper.items()):
-            verdicts.append({"subtable": sub, col: c_ours, f"paper_{col}": c_paper, "ours": vo, "paper": vp})
+            verdicts.append({"subtable": sub, col: c_ours, f"paper_{col}": c_paper, "ours": vo, "paper": vp,
+                             "missing_runs": sum(k for (_, c), k in miss.items() if c == c_ours)})
         html.append(side_by_side(s_ours, s_paper, titles=(f"Reproduced {label}", f"Paper {label}")))
         if out_dir is not None:
             export(s_ours, Path(out_dir) / f"{name}{sub or ''}_ours")

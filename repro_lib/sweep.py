@@ -3,9 +3,13 @@
 ``run_sweep(plan, store)``: every row of ``plan`` (a DataFrame with a ``cfg`` column of ``RunConfig``) is trained
 unless the store already holds it; an interrupted run resumes from its checkpoint. A sweep killed half-way and
 started again recomputes nothing that finished. Returns the plan with result columns added.
+``run_sweep(plan, store, collect=True)`` trains nothing: it reads what a cluster sweep (``python -m repro_lib
+sweep``, issue 9) left in the store; a cell not finished there gets status ``"missing"`` (NaN results, empty
+history) so that tables show it as missing instead of dropping it.
 
 ``aggregate(df, by)``: the paper's rule (Yun et al. 2022, Sec. 5): mean test accuracy over the seeds that did not
-diverge; NaN (a blank cell) when every seed diverged.
+diverge; NaN (a blank cell) when every seed diverged. The ``missing`` column counts runs not in the store, so a
+group with missing runs is told apart from an all-diverged one.
 """
 from __future__ import annotations
 
@@ -16,16 +20,41 @@ import pandas as pd
 from .train import fit
 
 
+MISSING = "missing"  # status of a run the store does not hold (collect mode)
+# the per-epoch record of ``train.fit`` (DEVELOPERS.md, "Training")
+HISTORY_COLUMNS = ["epoch", "lr", "train_loss", "train_acc", "test_loss", "test_acc", "angular_update",
+                   "weight_norm", "effective_lr", "effective_lr_epoch", "seconds"]
+
+
+def _missing_result() -> dict:
+    return {"status": MISSING, "diverged_epoch": None, "test_acc": math.nan, "train_loss": math.nan,
+            "train_seconds": math.nan, "data": None, "history": []}
+
+
 def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = False,
-              progress: bool = True, max_members: int = 1) -> pd.DataFrame:
+              progress: bool = True, max_members: int = 1, collect: bool = False) -> pd.DataFrame:
     """Train every ``plan.cfg`` (skipping finished runs in ``store``) and return plan + result columns
     ``status, diverged_epoch, test_acc, train_loss, angular_update_last, seconds, data, history``.
 
+    ``store``: a ``store.Store``, a results directory (opened as one) or None (nothing stored).
     ``max_members > 1``: configurations that differ only in lr, weight decay, momentum, seed (and schedule values)
     are trained together as one channel-stacked model by ``batched.fit_many`` (per-member exact; one result and
-    one store record per run, resumable as with ``fit``)."""
+    one store record per run, resumable as with ``fit``).
+    ``collect=True``: train nothing; every row is read from ``store`` (required), and a run the store does not
+    hold as finished or diverged gets status ``"missing"``, NaN results and an empty history."""
     cfgs = list(plan["cfg"])
-    if max_members > 1:
+    if store is not None and not hasattr(store, "get"):
+        from .store import Store
+
+        store = Store(store)
+    if collect:
+        if store is None:
+            raise ValueError("store: collect=True reads the results from a store; none was given")
+        results = []
+        for cfg in cfgs:
+            done = store.get(cfg)
+            results.append({**done, "history": store.history(cfg)} if done is not None else _missing_result())
+    elif max_members > 1:
         from .batched import fit_grouped
 
         results = fit_grouped(cfgs, store=store, max_members=max_members, data_root=data_root, download=download,
@@ -48,21 +77,30 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
         hist = res.get("history", [])
         ang = [h["angular_update"] for h in hist if "angular_update" in h]
         rows.append({"status": res["status"], "diverged_epoch": res["diverged_epoch"],
-                     "test_acc": res["test_acc"], "train_loss": res["train_loss"],
+                     "test_acc": _num(res["test_acc"]), "train_loss": _num(res["train_loss"]),
                      "angular_update_last": ang[-1] if ang else math.nan,
                      "seconds": res.get("train_seconds", math.nan), "data": res.get("data"),
                      "history": hist})
     return pd.concat([plan.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
 
 
+def _num(v) -> float:
+    """A stored number (the store keeps NaN as null) as a float."""
+    return math.nan if v is None else v
+
+
 def aggregate(df: pd.DataFrame, by: list[str], value: str = "test_acc") -> pd.DataFrame:
-    """Mean of ``value`` over non-diverged runs per group, plus ``runs``, ``diverged`` and ``std`` columns."""
+    """Mean of ``value`` over the finished runs per group, plus ``std``, ``runs`` (rows of the group),
+    ``diverged`` and ``missing`` (runs the store does not hold, ``run_sweep(collect=True)``) columns.
+    ``value`` is NaN both when every run diverged (``diverged == runs``) and when none is there yet
+    (``missing > 0``): the two counts tell them apart."""
 
     def agg(g):
         ok = g[g["status"] == "finished"][value]
         return pd.Series({value: ok.mean() if len(ok) else math.nan,
                           "std": ok.std(ddof=0) if len(ok) else math.nan,
-                          "runs": len(g), "diverged": int((g["status"] == "diverged").sum())})
+                          "runs": len(g), "diverged": int((g["status"] == "diverged").sum()),
+                          "missing": int((g["status"] == MISSING).sum())})
 
     return df.groupby(by, dropna=False, sort=False).apply(agg, include_groups=False).reset_index()
 
@@ -82,4 +120,9 @@ def histories(df: pd.DataFrame, keys: list[str], tensor: str | None = None) -> p
                 metrics["tensor_weight_norm"] = h["weight_norm_per_tensor"][tensor]
                 metrics["tensor_angular_update"] = h["angular_update_per_tensor"][tensor]
             out.append({**metrics, **{k: r[k] for k in keys}})
+    if not out:  # no run has a history yet (collect mode on a store still empty): the usual columns, no rows
+        cols = [f"epoch_{c}" if c in keys else c for c in HISTORY_COLUMNS]
+        if tensor is not None:
+            cols += ["tensor_weight_norm", "tensor_angular_update"]
+        return pd.DataFrame(columns=[*cols, *keys])
     return pd.DataFrame(out)

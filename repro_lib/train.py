@@ -13,12 +13,20 @@ back-matching supplement through ``cfg.optimizer`` / ``cfg.schedule``):
   ηN/(‖x‖²B) (Eq. 10) over ``model.scale_invariant_names``;
 * a run whose training loss or weights become NaN/inf is stopped and recorded as ``diverged`` at that epoch;
 * with a ``Store``: a finished run is returned from the store, an unfinished one resumes from its last
-  epoch-boundary checkpoint (model, optimizer, tracker, history; batches are a function of (seed, epoch)).
+  epoch-boundary checkpoint (model, optimizer, tracker, history; batches are a function of (seed, epoch)),
+  written every epoch or at most every ``cfg.checkpoint_every_s`` seconds.
+
+GPU fast path (issue 8; flags in ``RunConfig``, none changes the optimization): ``precision="bf16"`` autocasts the
+forward pass and loss to bfloat16 while weights, gradients, optimizer state and tracker stay fp32 (no pure-fp16
+weights, no loss scaling needed for bf16); ``channels_last`` and ``cudnn_benchmark`` (CUDA only) pick faster
+kernels for the same convolutions; ``compile`` wraps the forward in ``torch.compile``; evaluation every
+``cfg.eval_interval(...)`` epochs. Data and augmentation are device-resident; the optimizers use foreach math.
 
 No plotting here.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -72,15 +80,16 @@ def build_model(cfg: RunConfig, num_classes: int) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, batches: data_mod.TensorBatches) -> dict[str, float]:
-    """Test loss and accuracy (%) in eval mode (running statistics)."""
+def evaluate(model: torch.nn.Module, batches: data_mod.TensorBatches, fast: FastPath | None = None) -> dict[str, float]:
+    """Test loss and accuracy (%) in eval mode (running statistics); ``fast``: the run's layout and precision."""
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), dtype=torch.float64, device=batches.x.device)
     correct = torch.zeros((), dtype=torch.int64, device=batches.x.device)
     for x, y in batches.epoch():
-        out = model(x)
-        loss_sum += F.cross_entropy(out, y, reduction="sum").double()
+        with fast.autocast() if fast is not None else contextlib.nullcontext():
+            out = model(fast.inputs(x) if fast is not None else x)
+            loss_sum += F.cross_entropy(out, y, reduction="sum").double()  # fp32 under autocast
         correct += (out.argmax(1) == y).sum()
     model.train(was_training)
     n = len(batches.data)
@@ -88,7 +97,50 @@ def evaluate(model: torch.nn.Module, batches: data_mod.TensorBatches) -> dict[st
 
 
 def _finite_params(model) -> bool:
-    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    ps = [torch.isfinite(p.detach()).all() for p in model.parameters()]
+    return bool(torch.stack(ps).all()) if ps else True  # one host sync per epoch, not one per tensor
+
+
+class FastPath:
+    """The fast-path flags of a ``RunConfig`` applied to one model on one device (shared by ``fit`` and
+    ``batched.fit_many``): ``prepare(model)`` returns the module to call for the forward pass (compiled or not;
+    parameters are shared with ``model``), ``inputs(x)`` lays out a batch, ``autocast()`` is the precision context."""
+
+    def __init__(self, cfg: RunConfig, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.device_type = device.type
+        self.bf16 = cfg.precision == "bf16"
+        self.channels_last = cfg.channels_last and self.cuda
+        self.compile = cfg.compile
+        if self.cuda:
+            torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+
+    def prepare(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self.channels_last:
+            model.to(memory_format=torch.channels_last)
+        return torch.compile(model) if self.compile else model
+
+    def inputs(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
+
+    def autocast(self):
+        return torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16)
+
+
+class CheckpointClock:
+    """When to write the resume checkpoint: every epoch (``every_s = 0``) or once ``every_s`` seconds have passed
+    since the last write. A run killed between writes recomputes at most ``every_s`` seconds of training."""
+
+    def __init__(self, every_s: float):
+        self.every_s = every_s
+        self.last = time.monotonic()
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if self.every_s <= 0 or now - self.last >= self.every_s:
+            self.last = now
+            return True
+        return False
 
 
 def summarize(cfg: RunConfig, history: list[dict], status: str, diverged_epoch, data_name: str) -> dict:
@@ -132,6 +184,10 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
     steps_per_epoch = len(train_batches)
 
     model = build_model(cfg, train.num_classes).to(device)
+    fast = FastPath(cfg, device)
+    forward = fast.prepare(model)
+    eval_every = cfg.eval_interval(len(train), len(test))
+    clock = CheckpointClock(cfg.checkpoint_every_s)
     optimizer = build_optimizer(cfg, model)
     schedule = build_schedule(cfg, steps_per_epoch)
     tracker = AngularTracker(model)
@@ -162,8 +218,9 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
         step = epoch * steps_per_epoch
         for x, y in train_batches.epoch(epoch):
             schedule.apply(optimizer, step)
-            out = model(x)
-            loss = F.cross_entropy(out, y)
+            with fast.autocast():
+                out = forward(fast.inputs(x))
+                loss = F.cross_entropy(out, y)  # autocast runs cross_entropy in fp32
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -184,11 +241,12 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
             break
         rec.update(tracker.end_epoch(lr=lr_epoch, n=len(train), batch_size=cfg.batch_size))
         rec["seconds"] = time.perf_counter() - t0
-        if (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.num_epochs:
-            rec.update(evaluate(model, test_batches))
+        if (epoch + 1) % eval_every == 0 or epoch + 1 == cfg.num_epochs:
+            rec.update(evaluate(forward, test_batches, fast))
         history.append(rec)
         if store is not None:
             store.log_epoch(cfg, rec)
+        if store is not None and epoch + 1 < cfg.num_epochs and clock.due():
             store.save_checkpoint(cfg, {"epoch": epoch + 1, "model": model.state_dict(),
                                         "optimizer": optimizer.state_dict(), "tracker": tracker.state_dict(),
                                         "history": history})

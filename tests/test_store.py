@@ -38,14 +38,11 @@ def _cfgs():
                       profile="smoke") for lr in (0.5, 1.0, 2.0)]
 
 
-def _epoch_rows(db, h):
-    con = sqlite3.connect(db)
-    try:
-        return {e: json.loads(m) for e, m in con.execute("SELECT epoch, metrics FROM epochs WHERE hash=?", (h,))}
-    except sqlite3.OperationalError:
+def _epoch_rows(root, h):
+    """epoch -> metrics of run ``h`` as the store holds them (logged epochs, or the final record's history)."""
+    if not (root / "runs").exists():
         return {}
-    finally:
-        con.close()
+    return {r["epoch"]: r for r in Store(root).history(h)}
 
 
 def test_killed_sweep_resumes_without_recomputing(tmp_path):
@@ -53,11 +50,11 @@ def test_killed_sweep_resumes_without_recomputing(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-c", SWEEP, str(store_dir)], env=env, cwd=ROOT)
     cfgs = _cfgs()
-    db = store_dir / "store.sqlite"
+    db = store_dir
     deadline = time.time() + 120
     # kill the process once the second run has completed 3 epochs (the first run is finished by then)
     while time.time() < deadline:
-        if db.exists() and len(_epoch_rows(db, cfgs[1].hash)) >= 3:
+        if len(_epoch_rows(db, cfgs[1].hash)) >= 3:
             break
         assert proc.poll() is None, "sweep finished before it could be killed"
         time.sleep(0.02)
@@ -147,3 +144,100 @@ def test_sweep_groups_runs_into_one_stacked_model(tmp_path):
     assert all(store.get(c)["status"] == "finished" for c in cfgs)
     again = run_sweep(pd.DataFrame({"cfg": cfgs}), store, progress=False, max_members=3)
     assert list(again.test_acc) == list(res.test_acc)
+
+
+# ------------------------------------------------------------------ many writers (issue 9: one file per run)
+def _finish_many(root, cfgs, marker, barrier):
+    store = Store(root)
+    for c in cfgs:
+        barrier.wait()
+        store.start(c)
+        store.log_epoch(c, {"epoch": 1, "train_loss": marker})
+        store.finish(c, {"status": "finished", "test_acc": marker, "history": [{"epoch": 1, "writer": marker}]})
+
+
+def test_two_processes_finishing_the_same_cells_store_each_once(tmp_path):
+    """Two jobs finish the same 20 cells at the same moment: one record per cell, result and history from the
+    same writer, nothing half-written, no temporary file left."""
+    import multiprocessing as mp
+
+    cfgs = [c.replace(seed=s) for s in range(10) for c in _cfgs()[:2]]
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_finish_many, args=(tmp_path, cfgs, float(m), barrier)) for m in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    store = Store(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(f"{c.hash}.json" for c in cfgs)
+    assert sorted(r["hash"] for r in store.runs()) == sorted(c.hash for c in cfgs)
+    for c in cfgs:
+        res, hist = store.get(c), store.history(c)
+        assert res["test_acc"] in (1.0, 2.0) and hist == [{"epoch": 1, "writer": res["test_acc"]}]
+
+
+def test_start_and_log_never_touch_a_finished_record(tmp_path):
+    store = Store(tmp_path)
+    cfg = _cfgs()[0]
+    store.start(cfg)
+    store.log_epoch(cfg, {"epoch": 1, "train_loss": 1.0})
+    assert store.status(cfg) == "running" and store.history(cfg) == [{"epoch": 1, "train_loss": 1.0}]
+    store.finish(cfg, {"status": "diverged", "test_acc": math.nan, "diverged_epoch": 1})
+    assert store.history(cfg) == [{"epoch": 1, "train_loss": 1.0}]  # the logged epochs became the record's
+    store.start(cfg)  # a second job on the same cell
+    store.log_epoch(cfg, {"epoch": 1, "train_loss": 9.0})
+    store.finish(cfg, {"status": "finished", "test_acc": 50.0, "history": []})
+    assert store.status(cfg) == "diverged" and store.get(cfg)["diverged_epoch"] == 1
+    assert store.history(cfg) == [{"epoch": 1, "train_loss": 1.0}]
+    assert [r["status"] for r in store.runs()] == ["diverged"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [f"{cfg.hash}.json"]
+
+
+def test_record_writes_are_atomic(tmp_path, monkeypatch):
+    """A crash while a record is written leaves the previous file and no temporary file; a run leaves one file."""
+    store = Store(tmp_path)
+    cfg = _cfgs()[0].replace(num_epochs=2)
+    store.log_epoch(cfg, {"epoch": 1, "train_loss": 1.0})
+
+    def boom(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(KeyboardInterrupt):
+        Store(tmp_path).log_epoch(cfg, {"epoch": 2, "train_loss": 0.5})
+    monkeypatch.undo()
+    assert Store(tmp_path).history(cfg) == [{"epoch": 1, "train_loss": 1.0}]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [f"{cfg.hash}.epochs.json"]
+
+    fit(cfg, store=store, progress=False)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [f"{cfg.hash}.json"]
+    assert [h["epoch"] for h in store.history(cfg)] == [1, 2]
+
+
+def test_sqlite_store_of_earlier_versions_is_imported(tmp_path):
+    """store.sqlite (before issue 9) is read into runs/ once: finished runs with their epochs, an interrupted run
+    with its logged epochs (its checkpoint file is where it was); reopening does not import again."""
+    finished, running = _cfgs()[:2]
+    con = sqlite3.connect(tmp_path / "store.sqlite")
+    con.executescript("CREATE TABLE runs (hash TEXT PRIMARY KEY, config TEXT NOT NULL, status TEXT NOT NULL, "
+                      "result TEXT, started REAL, updated REAL);"
+                      "CREATE TABLE epochs (hash TEXT NOT NULL, epoch INTEGER NOT NULL, metrics TEXT NOT NULL, "
+                      "PRIMARY KEY (hash, epoch));")
+    result = {"status": "finished", "test_acc": 42.0, "config": finished.to_dict()}
+    con.execute("INSERT INTO runs VALUES (?,?,?,?,?,?)", (finished.hash, json.dumps(finished.to_dict()), "finished",
+                                                          json.dumps(result), 1.0, 2.0))
+    con.execute("INSERT INTO runs VALUES (?,?,?,?,?,?)", (running.hash, json.dumps(running.to_dict()), "running",
+                                                          None, 1.0, 1.0))
+    for h, e in ((finished.hash, 2), (finished.hash, 1), (running.hash, 1)):
+        con.execute("INSERT INTO epochs VALUES (?,?,?)", (h, e, json.dumps({"epoch": e, "train_loss": 1.0 / e})))
+    con.commit()
+    con.close()
+    store = Store(tmp_path)
+    assert store.get(finished) == result and [h["epoch"] for h in store.history(finished)] == [1, 2]
+    assert store.status(running) == "running" and store.get(running) is None
+    assert store.history(running) == [{"epoch": 1, "train_loss": 1.0}]
+    assert sorted((r["hash"], r["status"]) for r in store.runs()) == sorted(
+        [(finished.hash, "finished"), (running.hash, "running")])
+    assert store._import_sqlite() == 0  # unchanged since the import: nothing read again

@@ -1,0 +1,159 @@
+"""The GPU fast-path flags of ``RunConfig`` (issue 8): they change speed, not the optimization.
+
+``channels_last`` and ``compile`` act on CUDA / any device; CPU kernels also accept channels_last tensors, so the
+layout logic of the stacked model (``batched._Stack``: 4-D weights as NHWC-strided views of one flat buffer) is
+checked here on CPU in float64 against the default layout.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from repro_lib import batched, train
+from repro_lib.config import RunConfig
+from repro_lib.data import TensorBatches
+from repro_lib.store import Store
+
+BASE = RunConfig(model="resnet18", scale_invariant=True, width=4, dataset="cifar10", synthetic=True, n=128,
+                 n_test=20, batch_size=64, num_epochs=2, ghost_batch=32, device="cpu", profile="smoke")
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_hash_flags():
+    """Layout/scheduling flags are not part of the run's identity; bf16 is (it changes the arithmetic), and adding
+    ``precision`` left every fp32 hash as it was (``test_config`` pins one)."""
+    h = BASE.hash
+    for k, v in dict(channels_last=False, cudnn_benchmark=False, compile=True, checkpoint_every_s=60.0,
+                     eval_every=0).items():
+        assert BASE.replace(**{k: v}).hash == h, k
+    assert BASE.replace(precision="bf16").hash != h
+    assert "precision" not in str(BASE.hash)  # (hash is hex) -- the fp32 dict is the pre-precision one:
+    assert RunConfig().hash == "a052f29e77a8318b"
+    for bad in (dict(precision="fp16"), dict(eval_every=-1), dict(checkpoint_every_s=-1.0)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            BASE.replace(**bad)
+
+
+def test_eval_interval_auto():
+    """eval_every=0: every ceil(n_test / n_train) epochs (N = 3125 with 10k test images: every 4th epoch)."""
+    cfg = BASE.replace(eval_every=0)
+    assert cfg.eval_interval(3125, 10000) == 4
+    assert cfg.eval_interval(50000, 10000) == 1
+    assert BASE.replace(eval_every=5).eval_interval(3125, 10000) == 5
+
+
+def test_auto_eval_schedule_in_fit():
+    """``fit`` with eval_every=0 evaluates every ceil(n_test/n_train) epochs and always at the last."""
+    cfg = BASE.replace(n=64, n_test=150, num_epochs=5, eval_every=0, width=2)
+    res = train.fit(cfg, progress=False)
+    assert [("test_acc" in h) for h in res["history"]] == [False, False, True, False, True]
+
+
+def test_checkpoint_clock():
+    clock = train.CheckpointClock(0.0)
+    assert clock.due() and clock.due()
+    slow = train.CheckpointClock(3600.0)
+    assert not slow.due()
+    slow.last -= 3601
+    assert slow.due() and not slow.due()
+
+
+def test_checkpoint_interval_in_fit(tmp_path, monkeypatch):
+    """checkpoint_every_s=3600: no checkpoint is written mid-run (the run still finishes and is stored);
+    the default writes one at every epoch boundary but the last."""
+    saved = []
+    real = Store.save_checkpoint
+    monkeypatch.setattr(Store, "save_checkpoint", lambda self, cfg, st: (saved.append(st["epoch"]), real(self, cfg, st)))
+    cfg = BASE.replace(n=64, num_epochs=3, width=2)
+    train.fit(cfg.replace(checkpoint_every_s=3600.0), store=Store(tmp_path / "a"), progress=False)
+    assert saved == []
+    train.fit(cfg, store=Store(tmp_path / "b"), progress=False)
+    assert saved == [1, 2]
+    assert Store(tmp_path / "b").status(cfg) == "finished"
+
+
+def test_bf16_autocast_keeps_fp32_master_weights():
+    """precision='bf16': the forward runs in bfloat16 (logits differ from fp32 at bf16 rounding), the weights,
+    gradients and momentum stay float32, and training ends close to the fp32 run."""
+    cfg = BASE.replace(n=64, num_epochs=2, width=4, lr=0.05)
+    fast = train.FastPath(cfg.replace(precision="bf16"), torch.device("cpu"))
+    model = train.build_model(cfg, 10)
+    x = torch.randn(8, 3, 32, 32)
+    with fast.autocast():
+        out = model(fast.inputs(x))
+        loss = F.cross_entropy(out, torch.zeros(8, dtype=torch.long))
+    assert out.dtype == torch.bfloat16 and loss.dtype == torch.float32
+    loss.backward()
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
+    ref = train.fit(cfg, progress=False)
+    bf = train.fit(cfg.replace(precision="bf16"), progress=False)
+    assert bf["status"] == "finished"
+    a, b = ref["history"][-1]["train_loss"], bf["history"][-1]["train_loss"]
+    assert a != b and abs(a - b) < 0.05 * abs(a)
+
+
+def _stack(cfgs, channels_last):
+    models = [train.build_model(c, 10) for c in cfgs]
+    bufs = [[torch.randn_like(p) for p in m.parameters()] for m in models]  # non-zero momentum: layout matters
+    return batched._Stack(models, bufs, cfgs, batched._lr_table(cfgs, 2), channels_last=channels_last)
+
+
+def test_channels_last_stack_equals_default_layout():
+    """The stacked model with NHWC-strided weights (views of the flat buffer in NHWC order) takes the same SGD steps
+    as the default layout: parameters, momentum buffers and member state dicts agree (float64) after two steps,
+    and the 4-D weights really are channels_last views of the flat buffer."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        cfgs = [BASE.replace(seed=s, lr=0.1 * (s + 1), weight_decay=1e-3) for s in range(2)]
+        tr, _ = train.load_data(cfgs[0])
+        stacks = [_stack(cfgs, False), _stack(cfgs, True)]
+        torch.manual_seed(0)
+        w = stacks[1].params[0]
+        assert w.dim() == 4 and w.is_contiguous(memory_format=torch.channels_last) and not w.is_contiguous()
+        assert w.untyped_storage().data_ptr() == stacks[1].flat.untyped_storage().data_ptr()
+        for step in range(2):
+            xs, ys = zip(*(next(TensorBatches(tr, 64, train=True, seed=c.seed).epoch(step)) for c in cfgs))
+            x = torch.cat(xs, 1)
+            for st in stacks:
+                xin = x.contiguous(memory_format=torch.channels_last) if st.cl else x
+                out = st.net(xin).view(64, 2, -1)
+                F.cross_entropy(out.transpose(1, 2), torch.stack(ys, 1), reduction="none").mean(0).sum().backward()
+                st.sgd_step(step)
+        a, b = stacks
+        for pa, pb in zip(a.params, b.params):
+            assert torch.allclose(pa, pb, rtol=1e-10, atol=1e-12)
+        for m in range(2):
+            for ba, bb in zip(a.member_bufs(m), b.member_bufs(m)):
+                assert torch.allclose(ba, bb, rtol=1e-10, atol=1e-12)
+            sa, sb = a.member_state_dict(m), b.member_state_dict(m)
+            for k in sa:
+                assert sb[k].is_contiguous() and torch.allclose(sa[k], sb[k], rtol=1e-10, atol=1e-12), k
+        assert not torch.allclose(a.params[0], _stack(cfgs, False).params[0])  # the steps did move the weights
+    finally:
+        torch.set_default_dtype(old)
+
+
+def test_fit_many_compile_flag_is_shared_field():
+    """Fast-path flags must agree within a stacked group (one setting per stacked model)."""
+    with pytest.raises(ValueError, match="compile"):
+        batched.fit_many([BASE, BASE.replace(seed=1, compile=True)], progress=False)
+    assert batched.group_configs([BASE, BASE.replace(seed=1, precision="bf16")]) == [[0], [1]]
+
+
+def test_compile_matches_eager_cpu():
+    """compile=True trains the same run (CPU inductor): same loss to float32 rounding after one epoch."""
+    pytest.importorskip("torch._inductor")
+    cfg = BASE.replace(n=64, num_epochs=1, width=2)
+    try:
+        ref = train.fit(cfg, progress=False)
+        got = train.fit(cfg.replace(compile=True), progress=False)
+    except Exception as e:  # no C++ toolchain for inductor on this machine
+        pytest.skip(f"torch.compile unavailable here: {type(e).__name__}: {str(e)[:120]}")
+    a, b = ref["history"][-1]["train_loss"], got["history"][-1]["train_loss"]
+    assert abs(a - b) <= 1e-4 * abs(a)
+    assert copy.deepcopy(got["config"])["compile"] is True

@@ -27,10 +27,16 @@ import pandas as pd
 from .config import PROFILES, RunConfig
 from .profiles import check_profile
 
-# Reference cost used for the GPU-hour estimate printed before a gpu/paper sweep: seconds per training image of
-# ResNet-18 (width 64, CIFAR 32×32) in "a typical PyTorch CIFAR script on a modern GPU" (~15 s per 50k-image
-# epoch, the figure quoted in the throughput issue). Other widths scale with width², 64×64 images ×4.
-REFERENCE_SECONDS_PER_IMAGE = 15.0 / 50000
+# Measured training cost (benchmarks/bench_gpu.py on one NVIDIA H200, torch 2.11, fp32 with channels_last and
+# cudnn.benchmark; benchmarks/results_h200.json), seconds per training image of the scale-invariant ResNet-18
+# (width 64, 32x32), evaluation excluded:
+#   fit, B = 128: 6.16 s per 50k-image epoch; fit, B = 1024: 2.66 s; fit_many with 16 members, B = 128: 15.2k img/s.
+# The estimate interpolates geometrically in B between 128 and 1024 (B < 128 scales as sqrt(128/B), unmeasured);
+# other widths scale with width^2, 64x64 images x4; DenseNet-100 (not stackable) is costed as ResNet-18 x 2
+# (unmeasured on GPU; ~6x on CPU at width 8 where its narrow layers dominate less).
+SECONDS_PER_IMAGE_FIT = {128: 6.16 / 50000, 1024: 2.66 / 50000}
+SECONDS_PER_IMAGE_STACKED = 1 / 15233  # B = 128, 16 members
+REFERENCE_SECONDS_PER_IMAGE = SECONDS_PER_IMAGE_FIT[128]  # (kept name) one run, B = 128
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,7 @@ class Experiment:
                     "seed": int(seed), "cfg": RunConfig(**fields_)})
         plan = pd.DataFrame(rows)
         plan["tuning_factor"] = [c.tuning_factor for c in plan["cfg"]]
+        plan.attrs["max_members"] = shrink.max_members
         return plan
 
 
@@ -130,15 +137,33 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def estimate_gpu_hours(plan: pd.DataFrame) -> float:
-    """Rough GPU-hours of a plan from ``REFERENCE_SECONDS_PER_IMAGE`` (a typical-script figure, not a
-    measurement of this package): Σ n · epochs · s/image · (width/64)² · (image area / 32²)."""
+def seconds_per_image(batch_size: int, stacked: bool = False) -> float:
+    """Measured H200 training seconds per image of the width-64 ResNet-18 at ``batch_size`` (see the constants)."""
+    if stacked:
+        return SECONDS_PER_IMAGE_STACKED * seconds_per_image(batch_size) / SECONDS_PER_IMAGE_FIT[128]
+    lo, hi = SECONDS_PER_IMAGE_FIT[128], SECONDS_PER_IMAGE_FIT[1024]
+    if batch_size <= 128:
+        return lo * math.sqrt(128 / batch_size)
+    if batch_size >= 1024:
+        return hi
+    return lo * (hi / lo) ** (math.log(batch_size / 128) / math.log(8))
+
+
+def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None) -> float:
+    """GPU-hours of a plan on one H200-class GPU from the measured rates above: Σ n · epochs · s/image(B) ·
+    (width/64)² · (image area / 32²), with the stacked (``fit_many``) rate when the plan's profile groups runs
+    (``max_members`` > 1; default: ``plan.attrs["max_members"]`` set by ``Experiment.plan``). An estimate from
+    throughput benchmarks, not a timed run; evaluation adds ~10 % (auto interval)."""
     from .data import DATASETS
 
+    members = plan.attrs.get("max_members", 1) if max_members is None else max_members
     total = 0.0
     for cfg in plan["cfg"]:
         area = (DATASETS[cfg.dataset].image_size / 32) ** 2
-        total += cfg.n * cfg.num_epochs * REFERENCE_SECONDS_PER_IMAGE * (cfg.width / 64) ** 2 * area
+        model = 2.0 if cfg.model.startswith("densenet") else 1.0
+        stacked = members > 1 and not cfg.model.startswith("densenet")
+        total += (cfg.n * cfg.num_epochs * seconds_per_image(cfg.batch_size, stacked) * (cfg.width / 64) ** 2
+                  * area * model)
     return total / 3600
 
 
@@ -146,6 +171,25 @@ def estimate_gpu_hours(plan: pd.DataFrame) -> float:
 _SMOKE = dict(synthetic=True, width=4, num_epochs=3, n_test=200, device="cpu")
 
 EXPERIMENTS: dict[str, Experiment] = {}
+
+# gpu / paper (issue 8, chosen by measurement on an H200, README "Throughput"): runs that differ only in LR, WD,
+# momentum and seed train 16 at a time as one stacked model (fit_many: 2.1x the throughput of sequential runs at
+# N = 50000, 1.6x at N = 3125); evaluation every ceil(n_test/N) epochs (eval_every=0) instead of every epoch, which
+# at N = 3125 would cost more than the training; the resume checkpoint at most once a minute (writing ~90 MB per
+# run per 0.4 s epoch would double a small-N run). fp32 stays the default: bf16 autocast was slower for a single
+# run at B = 128 (6.9 vs 6.2 s/epoch) and is a flag (precision="bf16", -p precision bf16) for those who want
+# the 1.3x it gives at B = 1024 or in stacks.
+_FAST = dict(eval_every=0, checkpoint_every_s=60.0)
+_TF = 10 / 128
+_AROUND = (_TF / 2, _TF, 2 * _TF)  # the yellow diagonal and its two neighbours (LR x/2 and x2 at the same B)
+
+
+def _gpu(epochs: int = 100, max_members: int = 16) -> Shrink:
+    return Shrink(overrides=dict(_FAST, num_epochs=epochs), seeds=(0,), max_members=max_members)
+
+
+def _paper(max_members: int = 16) -> Shrink:
+    return Shrink(overrides=_FAST, max_members=max_members)
 
 
 def _register(e: Experiment) -> Experiment:
@@ -165,8 +209,8 @@ _register(Experiment(
         "cpu": Shrink(overrides=dict(width=8, num_epochs=100, n_test=2000, eval_every=10, dataset="cifar10"),
                       seeds=(0,), n_scale=1 / 50, keep={"subtable": ("a",), "n": (25000, 50000),
                                                         "lr": (0.1, 0.2, 0.4)}),
-        "gpu": Shrink(overrides=dict(num_epochs=100), seeds=(0,), max_members=16),
-        "paper": Shrink(max_members=16),
+        "gpu": _gpu(100),
+        "paper": _paper(),
     }))
 
 
@@ -205,8 +249,8 @@ _register(Experiment(
                         tuning_factor_band=(10 / 128 / 2, 10 / 128)),
         "cpu": Shrink(overrides=dict(width=8, num_epochs=60, n_test=2000, eval_every=10, dataset="cifar10"),
                       seeds=(0,), n_scale=1 / 50, b_scale=1 / 4, tuning_factors=(10 / 128 / 4, 10 / 128)),
-        "gpu": Shrink(overrides=dict(num_epochs=100), seeds=(0,)),
-        "paper": Shrink(),
+        "gpu": _gpu(100),
+        "paper": _paper(),
     }))
 
 
@@ -221,12 +265,6 @@ _register(Experiment(
 #   measured ~6x that);
 # * smoke: synthetic images, width 4, at most 4 tiny runs per notebook.
 _CPU = dict(width=8, n_test=2000, eval_every=10, dataset="cifar10")
-_TF = 10 / 128
-_AROUND = (_TF / 2, _TF, 2 * _TF)  # the yellow diagonal and its two neighbours (LR x/2 and x2 at the same B)
-
-
-def _gpu(epochs: int = 100) -> Shrink:
-    return Shrink(overrides=dict(num_epochs=epochs), seeds=(0,))
 
 
 # Table 2: scale-invariant ResNet-18, CIFAR-10, plain SGD (mu = 0), B = 128, N grid; LR grid 1..64, base LR 1.
@@ -240,7 +278,7 @@ _register(Experiment(
         "cpu": Shrink(overrides=dict(_CPU, num_epochs=100), seeds=(0,), n_scale=1 / 50,
                       keep={"subtable": ("a",), "n": (25000, 50000), "lr": (1, 2, 4)}),
         "gpu": _gpu(),
-        "paper": Shrink(),
+        "paper": _paper(),
     }))
 
 # Tables 3 (SGDM) and 4 (SGD): N = 50k, B in {128 ... 2048}. cpu: N /50 = 1000, B /8 (paper B 256, 2048 -> 32, 256),
@@ -255,7 +293,7 @@ for _name, _lrs in (("yun2022_table3", (0.4,)), ("yun2022_table4", (4,))):
             "cpu": Shrink(overrides=dict(_CPU, num_epochs=40), seeds=(0,), n_scale=1 / 50, b_scale=1 / 8,
                           keep={"subtable": ("a",), "batch_size": (256, 2048)}, tuning_factors=_AROUND),
             "gpu": _gpu(),
-            "paper": Shrink(),
+            "paper": _paper(),
         }))
 
 # Table 5: eta = 0.1, lambda = 0.0016 fixed, B in {32 ... 2048} x N in {3125 ... 50000}; yellow B = 0.02048 N.
@@ -269,7 +307,7 @@ _register(Experiment(
         "cpu": Shrink(overrides=dict(_CPU, num_epochs=80), seeds=(0,), n_scale=1 / 50, b_scale=1 / 8,
                       keep={"n": (25000, 50000)}, tuning_factors=_AROUND),
         "gpu": _gpu(),
-        "paper": Shrink(),
+        "paper": _paper(),
     }))
 
 # Table 6: as Table 1 (B = 128, N grid) with the cosine LR schedule (the CSV's schedule column). cpu: Table 1's.
@@ -281,7 +319,7 @@ _register(Experiment(
         "cpu": Shrink(overrides=dict(_CPU, num_epochs=100), seeds=(0,), n_scale=1 / 50,
                       keep={"subtable": ("a",), "n": (25000, 50000), "lr": (0.1, 0.2, 0.4)}),
         "gpu": _gpu(),
-        "paper": Shrink(),
+        "paper": _paper(),
     }))
 
 # Tables 7 (B = 128, N grid) and 11 (N = 50k, B grid): the *unmodified* ResNet-18 (scale_invariant=False in the
@@ -297,7 +335,7 @@ _register(Experiment(
         "cpu": Shrink(overrides=dict(_CPU, num_epochs=60), seeds=(0,), n_scale=1 / 50, b_scale=1 / 4,
                       rescale="weight_decay", keep={"subtable": ("a",), "n": (25000, 50000), "lr": (0.1, 0.2, 0.4)}),
         "gpu": _gpu(),
-        "paper": Shrink(),
+        "paper": _paper(),
     }))
 _register(Experiment(
     table="yun2022_table11",
@@ -308,7 +346,7 @@ _register(Experiment(
                       rescale="weight_decay", keep={"subtable": ("a",), "batch_size": (256, 2048)},
                       tuning_factors=_AROUND),
         "gpu": _gpu(),
-        "paper": Shrink(),
+        "paper": _paper(),
     }))
 
 # Tables 8 (B = 128, N grid) and 10 (N = 50k, B grid): scale-invariant DenseNet-BC-100 (k = 12) on CIFAR-100.
@@ -325,8 +363,8 @@ _register(Experiment(
                         keep={"subtable": ("a",), "n": (50000,), "lr": (0.2,)}),
         "cpu": Shrink(overrides=_CPU_DN, seeds=(0,), n_scale=1 / 100, b_scale=1 / 4,
                       keep={"subtable": ("a",), "n": (25000, 50000), "lr": (0.2, 0.4, 0.8)}),
-        "gpu": _gpu(),
-        "paper": Shrink(),
+        "gpu": _gpu(max_members=1),  # DenseNet concatenates channels: not stackable
+        "paper": _paper(max_members=1),
     }))
 _register(Experiment(
     table="yun2022_table10",
@@ -335,8 +373,8 @@ _register(Experiment(
                         keep={"subtable": ("a",), "batch_size": (2048,), "lr": (3.2,)}),
         "cpu": Shrink(overrides=_CPU_DN, seeds=(0,), n_scale=1 / 100, b_scale=1 / 16,
                       keep={"subtable": ("a",), "batch_size": (512, 2048)}, tuning_factors=_AROUND),
-        "gpu": _gpu(),
-        "paper": Shrink(),
+        "gpu": _gpu(max_members=1),  # DenseNet concatenates channels: not stackable
+        "paper": _paper(max_members=1),
     }))
 
 # Table 9: scale-invariant ResNet-18 on Tiny ImageNet (200 classes, 64x64), B = 256, N in {12500 ... 100000},
@@ -351,7 +389,7 @@ _register(Experiment(
         "cpu": Shrink(overrides=dict(_CPU, dataset="cifar10-jpeg", num_epochs=80), seeds=(0,), n_scale=1 / 100,
                       b_scale=1 / 4, keep={"subtable": ("a",), "n": (50000, 100000), "lr": (0.4, 0.8, 1.6)}),
         "gpu": _gpu(40),
-        "paper": Shrink(),
+        "paper": _paper(),
     }))
 
 

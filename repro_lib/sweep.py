@@ -32,16 +32,19 @@ def _missing_result() -> dict:
 
 
 def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = False,
-              progress: bool = True, max_members: int = 1, collect: bool = False) -> pd.DataFrame:
+              progress: bool = True, max_members: int | None = None, collect: bool = False) -> pd.DataFrame:
     """Train every ``plan.cfg`` (skipping finished runs in ``store``) and return plan + result columns
     ``status, diverged_epoch, test_acc, train_loss, angular_update_last, seconds, data, history``.
 
     ``store``: a ``store.Store``, a results directory (opened as one) or None (nothing stored).
-    ``max_members > 1``: configurations that differ only in lr, weight decay, momentum, seed (and schedule values)
-    are trained together as one channel-stacked model by ``batched.fit_many`` (per-member exact; one result and
+    ``max_members`` (default: ``plan.attrs["max_members"]``, which ``Experiment.plan`` sets from the profile --
+    16 on gpu/paper --, else 1) ``> 1``: configurations that differ only in lr, weight decay, momentum, seed (and
+    schedule values) are trained together as one channel-stacked model by ``batched.fit_many`` (per-member exact; one result and
     one store record per run, resumable as with ``fit``).
     ``collect=True``: train nothing; every row is read from ``store`` (required), and a run the store does not
     hold as finished or diverged gets status ``"missing"``, NaN results and an empty history."""
+    if max_members is None:
+        max_members = int(plan.attrs.get("max_members", 1))
     cfgs = list(plan["cfg"])
     if store is not None and not hasattr(store, "get"):
         from .store import Store

@@ -37,7 +37,8 @@ def test_notebook_grids_are_the_notebooks_own():
         params = cluster.notebook_parameters(NB / f"{stem}.ipynb")
         assert all(len(p) for p in cluster.notebook_plans(NB / f"{stem}.ipynb", "smoke", params))
     assert cluster.default_max_members(NB / "yun2022_table1.ipynb", "gpu") == 16
-    assert cluster.default_max_members(NB / "yun2022_table2.ipynb", "gpu") == 1
+    assert cluster.default_max_members(NB / "yun2022_table2.ipynb", "gpu") == 16
+    assert cluster.default_max_members(NB / "yun2022_tables8_10.ipynb", "gpu") == 1  # DenseNet: not stackable
 
 
 def test_unsupported_notebook_and_unknown_parameter_are_refused(capsys):

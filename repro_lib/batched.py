@@ -341,11 +341,14 @@ def member_bytes(cfg: RunConfig) -> int:
       the grouped-conv / flat-buffer temporaries of the SGD step);
     * activations: B x (elements of every leaf module's output for one image) x 4 bytes -- what autograd keeps
       for the backward pass (conv, BN and ReLU outputs), counted with forward hooks on a 2-image eval-mode pass
-      of the member model on CPU (fp32 even under bf16 autocast: a safe upper bound), x 1.5 for the ghost-BN
-      reshapes and the allocator's slack.
+      of the member model on CPU (fp32 even under bf16 autocast: a safe upper bound), x 5.5 for the ghost-BN
+      reshapes, the grouped-conv / cudnn.benchmark workspaces and the allocator's slack.
 
-    Checked against ``torch.cuda.max_memory_allocated`` on the GPU (see README, throughput); an estimate, not
-    a guarantee -- ``memory_budget_bytes`` leaves headroom by default."""
+    The factor 5.5 is calibrated on ``torch.cuda.max_memory_allocated`` (H200, fp32, channels_last,
+    cudnn.benchmark; benchmarks/results_h200.json): a width-64 ResNet-18 member at B = 128 peaks at 3.9 GiB in
+    stacks of 2-8 (2.4 GiB per member at M = 16), estimated 3.85 GiB; at B = 1024 a single run peaks at 13.6 GiB,
+    estimated 30 GiB (safe side); bf16 halves the real peaks. An estimate, not a guarantee --
+    :func:`default_memory_budget` keeps 30 % of the free memory in reserve."""
     from .data import DATASETS
 
     info = DATASETS[cfg.dataset]
@@ -364,7 +367,7 @@ def member_bytes(cfg: RunConfig) -> int:
         for h in hooks:
             h.remove()
         weights = sum(t.numel() for t in list(model.parameters()) + list(model.buffers()))
-        _MEMBER_BYTES[key] = int(16 * weights + 1.5 * 4 * cfg.batch_size * acts[0])
+        _MEMBER_BYTES[key] = int(16 * weights + 5.5 * 4 * cfg.batch_size * acts[0])
     return _MEMBER_BYTES[key]
 
 

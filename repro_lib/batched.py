@@ -384,7 +384,8 @@ def group_configs(configs, max_members: int = 16, memory_budget_bytes: int | Non
     """Indices of ``configs`` split into stackable groups (equal :data:`SHARED_FIELDS`), in order of first
     appearance: the largest groups of at most ``max_members`` runs whose estimated memory
     (:func:`member_bytes` x members) fits ``memory_budget_bytes`` ("auto": :func:`default_memory_budget` of the
-    configs' device, i.e. a limit on CUDA and none on CPU; None: no limit). A group never has fewer than one run."""
+    configs' device, i.e. a limit on CUDA and none on CPU; None: no limit), as few groups as that allows, of balanced
+    sizes (so the jobs of a cluster array take similar times)."""
     if max_members < 1:
         raise ValueError(f"max_members: must be >= 1, got {max_members}")
     if memory_budget_bytes is not None and memory_budget_bytes != "auto" and memory_budget_bytes <= 0:
@@ -399,7 +400,13 @@ def group_configs(configs, max_members: int = 16, memory_budget_bytes: int | Non
             else memory_budget_bytes
         if budget is not None and max_members > 1:
             cap = max(1, min(max_members, budget // member_bytes(configs[idx[0]])))
-        out += [idx[i:i + cap] for i in range(0, len(idx), cap)]
+        k = -(-len(idx) // cap)  # fewest groups that respect the cap, sizes balanced (19 runs, cap 16: 10 + 9)
+        size, extra = divmod(len(idx), k)
+        start = 0
+        for j in range(k):
+            end = start + size + (1 if j < extra else 0)
+            out.append(idx[start:end])
+            start = end
     return out
 
 

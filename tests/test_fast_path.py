@@ -169,8 +169,9 @@ def test_memory_budget_grouping():
     one = batched.member_bytes(BASE)
     assert batched.member_bytes(BASE.replace(batch_size=128)) > one
     assert batched.member_bytes(BASE.replace(width=8)) > one
-    assert [len(g) for g in batched.group_configs(cfgs, 16, int(3.5 * one))] == [3, 3, 3, 1]
-    assert [len(g) for g in batched.group_configs(cfgs, 4, int(100 * one))] == [4, 4, 2]
+    assert [len(g) for g in batched.group_configs(cfgs, 16, int(3.5 * one))] == [3, 3, 2, 2]  # cap 3, balanced
+    assert [len(g) for g in batched.group_configs(cfgs, 4, int(100 * one))] == [4, 3, 3]
+    assert sum(batched.group_configs(cfgs, 4), []) == list(range(10))  # every run once, in order
     assert [len(g) for g in batched.group_configs(cfgs, 16, one // 2)] == [1] * 10
     assert [len(g) for g in batched.group_configs(cfgs, 16)] == [10]  # device cpu: "auto" = no limit
     with pytest.raises(ValueError, match="memory_budget_bytes"):

@@ -114,6 +114,15 @@ class FastPath:
         self.compile = cfg.compile
         if self.cuda:
             torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+        if self.compile:
+            # every GhostBatchNorm instance shares one forward: channel counts, ranks (4-D maps, 2-D pooled
+            # features), train/eval and the ragged last batch each need their own graph -- more than dynamo's
+            # default 8, after which it silently falls back to eager (measured on the H200: slower than eager)
+            import torch._dynamo.config as dynamo_config
+
+            for name in ("recompile_limit", "cache_size_limit"):
+                if hasattr(dynamo_config, name):
+                    setattr(dynamo_config, name, max(getattr(dynamo_config, name), 64))
 
     def prepare(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.channels_last:

@@ -203,3 +203,19 @@ def test_run_sweep_takes_group_size_from_plan():
     plan.attrs["max_members"] = 2
     res = run_sweep(plan, progress=False)
     assert [h[0]["group_size"] for h in res["history"]] == [2, 2]
+
+
+def test_compile_flag_raises_the_recompile_limit():
+    """compile=True: every GhostBatchNorm shares one forward, so dynamo needs more than its default 8 graphs per
+    code object; FastPath raises the limit (else it silently falls back to eager, as measured on the H200)."""
+    import torch._dynamo.config as dynamo_config
+
+    old = dynamo_config.recompile_limit
+    try:
+        dynamo_config.recompile_limit = 8
+        train.FastPath(BASE, torch.device("cpu"))
+        assert dynamo_config.recompile_limit == 8
+        train.FastPath(BASE.replace(compile=True), torch.device("cpu"))
+        assert dynamo_config.recompile_limit >= 64
+    finally:
+        dynamo_config.recompile_limit = old

@@ -133,7 +133,9 @@ class FastPath:
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
 
     def autocast(self):
-        return torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.bf16)
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=torch.bfloat16)
 
 
 class CheckpointClock:

@@ -39,8 +39,8 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
     ``store``: a ``store.Store``, a results directory (opened as one) or None (nothing stored).
     ``max_members`` (default: ``plan.attrs["max_members"]``, which ``Experiment.plan`` sets from the profile --
     16 on gpu/paper --, else 1) ``> 1``: configurations that differ only in lr, weight decay, momentum, seed (and
-    schedule values) are trained together as one channel-stacked model by ``batched.fit_many`` (per-member exact; one result and
-    one store record per run, resumable as with ``fit``).
+    schedule values) are trained together as one channel-stacked model by ``batched.fit_many`` (per-member exact;
+    one result and one store record per run, resumable as with ``fit``).
     ``collect=True``: train nothing; every row is read from ``store`` (required), and a run the store does not
     hold as finished or diverged gets status ``"missing"``, NaN results and an empty history."""
     if max_members is None:

@@ -80,15 +80,15 @@ def build_model(cfg: RunConfig, num_classes: int) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, batches: data_mod.TensorBatches, fast: FastPath | None = None) -> dict[str, float]:
+def evaluate(model: torch.nn.Module, batches: data_mod.TensorBatches, fast: FastPath) -> dict[str, float]:
     """Test loss and accuracy (%) in eval mode (running statistics); ``fast``: the run's layout and precision."""
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), dtype=torch.float64, device=batches.x.device)
     correct = torch.zeros((), dtype=torch.int64, device=batches.x.device)
     for x, y in batches.epoch():
-        with fast.autocast() if fast is not None else contextlib.nullcontext():
-            out = model(fast.inputs(x) if fast is not None else x)
+        with fast.autocast():
+            out = model(fast.inputs(x))
             loss_sum += F.cross_entropy(out, y, reduction="sum").double()  # fp32 under autocast
         correct += (out.argmax(1) == y).sum()
     model.train(was_training)

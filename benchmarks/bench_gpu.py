@@ -10,6 +10,7 @@ images (throughput does not depend on pixel values); evaluation excluded (``eval
 3. ``fit_many`` aggregate images/s for M = 1, 2, 4, 8, 16 at N = 3125 (B = 128) against M sequential ``fit``
    runs, plus peak memory against ``batched.member_bytes``; then M = 4 and 16 at N = 50000.
 4. ``compile=True`` at B = 128 (compile time reported separately: epoch 1).
+   ``--only compile`` / ``--only graphs``: just the compile rows / the ``cuda_graphs`` rows (``graphs_only``).
 5. Optional short real training (``--real-train``): Table 1's N = 12500 column on the carried CIFAR-10 JPEG subset.
 
     PYTHONPATH=. python benchmarks/bench_gpu.py --out $OUT/bench.json --budget-s 420
@@ -76,7 +77,7 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=64)
     ap.add_argument("--n", type=int, default=50000)
     ap.add_argument("--n-small", type=int, default=3125)
-    ap.add_argument("--only", default="", help="comma list: compile (run only the compile measurements)")
+    ap.add_argument("--only", default="", help="compile | graphs: run only those measurements")
     args = ap.parse_args(argv)
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
@@ -104,6 +105,8 @@ def main(argv=None):
         return flops[b] * (-(-n // b)) * M / s_epoch / 1e12 if b in flops else None
     if args.only == "compile":
         return compile_only(args, base, path, tflops)
+    if args.only == "graphs":
+        return graphs_only(args, base, path, tflops)
 
     for b in (128, 1024):
         cfg = base.replace(batch_size=b)
@@ -209,6 +212,69 @@ def compile_only(args, base, path, tflops):
     guarded(path, args.budget_s, "compile bf16", lambda: one("bf16"))
     guarded(path, args.budget_s, "compile many", many)
     guarded(path, args.budget_s, "compile fp32", lambda: one("fp32"))
+    dump(path)
+    print("done", time.time() - T0, flush=True)
+
+
+def graphs_only(args, base, path, tflops):
+    """``cuda_graphs=True`` (``train.StaticStep``: forward + backward of every full batch replayed as one CUDA
+    graph) against the reference loop and the eager ``fit`` in the same process: ``fit`` at B = 128 and 1024
+    (fp32 and bf16, N = 50000), then ``fit_many`` M = 16 at N = 3125 against sequential ``fit`` runs. First a
+    correctness row: a small run (N = 1000, ragged last batch) eager vs graphed, fp32, ``fit`` and ``fit_many``
+    (M = 3): the largest relative difference of the per-epoch training losses (float32 rounding, cuDNN's algorithm
+    choice; a broken capture shows up as O(1))."""
+    def check():
+        cfg = base.replace(n=1000, num_epochs=3, cudnn_benchmark=False)
+        a = [h["train_loss"] for h in fit(cfg, progress=False)["history"]]
+        b = [h["train_loss"] for h in fit(cfg.replace(cuda_graphs=True), progress=False)["history"]]
+        cfgs = [cfg.replace(lr=0.05 * (1 + i), seed=i) for i in range(3)]
+        ma = [h["train_loss"] for r in fit_many(cfgs, progress=False) for h in r["history"]]
+        mb = [h["train_loss"] for r in fit_many([c.replace(cuda_graphs=True) for c in cfgs], progress=False)
+              for h in r["history"]]
+        rel = lambda u, v: max(abs(x - y) / abs(x) for x, y in zip(u, v))  # noqa: E731
+        row(path, what="graphs check: max rel. diff of train loss, eager vs graphed", fit=rel(a, b),
+            fit_many=rel(ma, mb), fit_losses=[a, b])
+
+    guarded(path, args.budget_s, "graphs check", check)
+    for b in (128, 1024):
+        cfg = base.replace(batch_size=b)
+
+        def ref(cfg=cfg, b=b):
+            train, _ = load_data(cfg)
+            t = reference_epochs(cfg, train, torch.device(cfg.device), args.epochs)
+            s = statistics.median(t[1:] or t)
+            row(path, what="reference", B=b, N=cfg.n, M=1, s_epoch=s, epochs=t, tflops=tflops(b, 1, s, cfg.n))
+
+        def one(cfg=cfg, b=b, **flags):
+            torch.cuda.reset_peak_memory_stats()
+            h = fit(cfg.replace(**flags), progress=False)["history"]
+            s = _per_epoch(h)
+            tag = "fit " + " ".join(f"{k}={v}" for k, v in flags.items())
+            row(path, what=tag, B=b, N=cfg.n, M=1, s_epoch=s, epochs=[x["seconds"] for x in h],
+                train_loss=h[-1]["train_loss"], tflops=tflops(b, 1, s, cfg.n),
+                peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30)
+
+        guarded(path, args.budget_s, f"graphs reference B={b}", ref)
+        for flags in (dict(precision="fp32"), dict(precision="fp32", cuda_graphs=True),
+                      dict(precision="bf16", cuda_graphs=True)):
+            guarded(path, args.budget_s, f"graphs fit B={b} {flags}", lambda cfg=cfg, b=b, f=flags: one(cfg, b, **f))
+
+    def many(precision, graphs, M=16):
+        cfg = base.replace(n=args.n_small, num_epochs=4, precision=precision, cuda_graphs=graphs)
+        h = fit(cfg, progress=False)["history"]
+        s1 = _per_epoch(h)
+        row(path, what=f"fit {precision} graphs={graphs} (sequential baseline)", B=128, N=cfg.n, M=1, s_epoch=s1,
+            img_s=cfg.n / s1, tflops=tflops(128, 1, s1, cfg.n))
+        torch.cuda.reset_peak_memory_stats()
+        res = fit_many([cfg.replace(lr=0.05 * (1 + i), seed=i) for i in range(M)], progress=False)
+        s = _per_epoch(res[0]["history"], M)
+        row(path, what=f"fit_many {precision} graphs={graphs}", B=128, N=cfg.n, M=M, s_epoch=s,
+            img_s=M * cfg.n / s, speedup=(M * cfg.n / s) / (cfg.n / s1), tflops=tflops(128, M, s, cfg.n),
+            peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30)
+
+    guarded(path, args.budget_s, "graphs many fp32", lambda: many("fp32", True))
+    guarded(path, args.budget_s, "graphs many bf16", lambda: many("bf16", True))
+    guarded(path, args.budget_s, "eager many fp32", lambda: many("fp32", False))
     dump(path)
     print("done", time.time() - T0, flush=True)
 

@@ -20,7 +20,8 @@ format of :func:`repro_lib.train.fit`, with the same mathematics per member:
   model whose forward mixes channels (e.g. a ``torch.cat`` along channels) is rejected with a ``ValueError``.
 * **Data.** Member m draws its batches from its own ``data.TensorBatches`` (its own class-balanced subset and the
   generator seeded by (cfg.seed, epoch)), so its batches are bit-identical to ``fit``'s; the M batches of a step
-  are stacked along channels. The loss is ``Σ_m mean_b CE(out_{b,m}, y_{b,m})``: member m's parameters only
+  are made by one gather over the members' padded training sets (concatenated once) and one normalization
+  (:class:`_StackedBatches`), then stacked along channels. The loss is ``Σ_m mean_b CE(out_{b,m}, y_{b,m})``: member m's parameters only
   influence its own term, so the gradient of the sum is exactly the gradient of each run's own mean loss.
 * **Optimizer.** ``torch.optim.SGD`` (registry name ``"sgd"``) re-implemented on one flat buffer holding every
   member's trainable tensors (the stacked parameters are views into it): coupled L2 ``d = g + λx``, PyTorch
@@ -29,6 +30,9 @@ format of :func:`repro_lib.train.fit`, with the same mathematics per member:
   schedules are pure functions of the step), ``λ`` and ``μ`` as per-element vectors: five tensor ops per step
   for all members together. Only schedules with the default ``Schedule.apply`` (step, cosine, constant, …) are
   supported; the exponential schedules, which act on the optimizer state, are rejected.
+* **CUDA graphs** (``cuda_graphs=True``, a shared field): forward + backward of the stack run as one
+  ``train.StaticStep`` whose gradients are views of one flat buffer in ``flat``'s layout, so the SGD step reads it
+  without concatenating; the SGD step itself stays eager.
 * **Angular tracker.** One ``angular.AngularTracker`` per member over views of that member's slice of the stacked
   parameters: the same float64 numbers as ``fit`` for the same weights.
 * **Divergence.** Checked per member at every epoch end with ``fit``'s rule (non-finite training loss or
@@ -69,14 +73,14 @@ from .config import RunConfig
 from .models.layers import FixedLinear, GhostBatchNorm
 from .optim import build_optimizer, trainable
 from .schedules import Schedule, build_schedule
-from .train import CheckpointClock, FastPath, build_model, load_data, resolve_device, summarize
+from .train import CheckpointClock, FastPath, StaticStep, build_model, load_data, resolve_device, summarize
 
 __all__ = ["fit_many", "fit_grouped", "group_configs", "member_bytes", "stackable", "SHARED_FIELDS", "StackedLinear", "stack_models"]
 
 # Fields that must be equal within one stacked group (everything that changes shapes, data or the loop length).
 SHARED_FIELDS = ("model", "scale_invariant", "width", "dataset", "synthetic", "n", "n_test", "batch_size",
                  "weight_decay_mode", "optimizer", "num_epochs", "ghost_batch", "augment", "device", "precision",
-                 "channels_last", "cudnn_benchmark", "compile")
+                 "channels_last", "cudnn_benchmark", "compile", "cuda_graphs")
 # Leaf modules that are channel-separable once stacked (an empty Sequential is an identity shortcut; anything
 # else, e.g. Dropout, is rejected).
 _PASSIVE = (nn.Sequential, nn.ReLU, nn.Identity, nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Flatten)
@@ -220,6 +224,7 @@ class _Stack:
         self.nesterov = vec([1.0 if c.nesterov else 0.0 for c in cfgs]).bool() if any(c.nesterov for c in cfgs) \
             else None
         self.lr_table = lr_table.to(dev, dt)  # (steps, M)
+        self.flat_grad: torch.Tensor | None = None  # set by static_step
         self.trackers = [AngularTracker(_MemberView(self, m)) for m in range(M)]
         if check is not None:
             self._check(models, check)
@@ -262,11 +267,22 @@ class _Stack:
         bad.index_add_(0, self.member_index, (~torch.isfinite(self.flat)).to(self.flat.dtype))
         return bad == 0
 
+    def static_step(self, loss_fn, batch_size: int, capture: bool):
+        """A ``train.StaticStep`` (``cuda_graphs``) whose gradient tensors are views of one flat gradient buffer in
+        the layout of ``flat``, so :meth:`sgd_step` reads it without concatenating."""
+        self.flat_grad = torch.zeros_like(self.flat)
+        grads, off = [], 0
+        for p in self.params:
+            grads.append(self._flat_view(self.flat_grad[off:off + p.numel()], p.shape))
+            off += p.numel()
+        return StaticStep(loss_fn, self.params, list(self.net.buffers()), batch_size, capture, grads=grads)
+
     # -------------------------------------------------------------- one SGD step for all members
     @torch.no_grad()
     def sgd_step(self, step: int) -> None:
         """``torch.optim.SGD`` (coupled L2, PyTorch momentum, dampening 0) with per-member η, λ, μ."""
-        g = torch.cat([self._to_flat(p.grad) for p in self.params])
+        static = self.flat_grad is not None  # StaticStep rewrites the whole flat gradient before every step
+        g = self.flat_grad if static else torch.cat([self._to_flat(p.grad) for p in self.params])
         g.addcmul_(self.flat, self.wd)  # d = g + λx
         self.mom.mul_(self.mu).add_(g)  # v = μv + d
         upd = self.mom
@@ -274,8 +290,9 @@ class _Stack:
             upd = torch.where(self.nesterov, g.addcmul_(self.mom, self.mu), self.mom)  # d + μv
         lr = self.lr_table[step][self.member_index]
         self.flat.addcmul_(upd, lr, value=-1.0)  # x = x − η v
-        for p in self.params:
-            p.grad = None
+        if not static:
+            for p in self.params:
+                p.grad = None
 
     def _check(self, models: list[nn.Module], image_shape: tuple) -> None:
         """The stacked net reproduces each member (eval mode, two random images of ``image_shape`` = (C, H, W)) —
@@ -296,6 +313,50 @@ class _Stack:
                     raise ValueError(f"fit_many: model {self.cfgs[0].model!r} cannot be stacked (its forward "
                                      "mixes channels)")
         self.net.train()
+
+
+class _StackedBatches:
+    """The batches of the active members for one step, as one ``(b, M·C, H, W)`` input and ``(b, M)`` labels.
+
+    Each member's draws (permutation, crop offsets, flips) come from its own ``data.TensorBatches`` generator, so
+    its images are bit-identical to what ``fit`` sees; the images of all members are then produced by one
+    gather (:func:`data.gather_crop_flip`) from the members' padded training sets concatenated once, and one
+    normalization -- not M gathers and M normalizations per step."""
+
+    def __init__(self, batches: list[data_mod.TensorBatches]):
+        self.batches = batches
+        tb0 = batches[0]
+        self.pad, self.augment = tb0.pad, tb0.augment
+        offsets: dict[int, int] = {}
+        xs, ys, total = [], [], 0
+        for tb in batches:  # members on the same training set share its rows
+            if id(tb.data) not in offsets:
+                offsets[id(tb.data)] = total
+                xs.append(tb.x)
+                ys.append(tb.data.y.to(tb.x.device))
+                total += len(tb.data)
+        self.x = xs[0] if len(xs) == 1 else torch.cat(xs)
+        self.y = ys[0] if len(ys) == 1 else torch.cat(ys)
+        self.offset = [offsets[id(tb.data)] for tb in batches]
+        for tb, off in zip(batches, self.offset):  # the members' own tensors become views of the shared copy
+            tb.x = self.x[off:off + len(tb.data)]
+        self.mean, self.std = tb0.norm_stats()
+
+    def epoch(self, epoch: int, active: list[int]):
+        its = [self.batches[a].draws(epoch) for a in active]
+        M = len(active)
+        for _ in range(len(self.batches[0])):
+            draws = [next(it) for it in its]
+            idx = torch.cat([d[0] + self.offset[a] if self.offset[a] else d[0] for d, a in zip(draws, active)])
+            if self.augment:
+                crop = [torch.cat([d[1][j] for d in draws]) for j in range(3)]
+                x = data_mod.gather_crop_flip(self.x, idx, *crop, self.pad)
+            else:
+                x = self.x[idx]
+            x = data_mod.normalize(x, self.mean, self.std)  # (M·b, C, H, W), member-major
+            b = x.shape[0] // M
+            x = x.view(M, b, *x.shape[1:]).transpose(0, 1).reshape(b, M * x.shape[1], *x.shape[2:])
+            yield x, self.y[idx].view(M, b).t()
 
 
 class _MemberView:
@@ -534,9 +595,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
     trains = [on_device[id(s[0])] for s in splits]
     batches = [data_mod.TensorBatches(t, c.batch_size, train=True, augment=c.augment, seed=c.seed)
                for t, c in zip(trains, cfgs)]
-    padded: dict[int, torch.Tensor] = {}  # members on the same training set share one padded copy
-    for tb in batches:
-        tb.x = padded.setdefault(id(tb.data), tb.x)
+    feed = _StackedBatches(batches)
     test_batches = data_mod.TensorBatches(test, eval_batch_size, train=False)
     spe = len(batches[0])
     n_train, bsz = len(trains[0]), cfgs[0].batch_size
@@ -560,6 +619,15 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
     fast = FastPath(cfgs[0], device)  # the fast-path flags are SHARED_FIELDS: one setting for the group
     stack_kw = dict(channels_last=fast.channels_last, compile=fast.compile)
     stack = _Stack(models, bufs, cfgs, lr_all, check=tuple(trains[0].x.shape[1:]), **stack_kw)
+
+    def loss_fn(x, y):  # Σ_m mean_b CE: member m's gradient is that of its own mean loss
+        b = y.shape[0]
+        with fast.autocast():
+            out = stack.forward(fast.inputs(x)).view(b, stack.M, -1)
+            losses = F.cross_entropy(out.transpose(1, 2), y, reduction="none").mean(0)  # (M,), fp32
+        return losses.sum(), (losses.detach(), (out.detach().argmax(2) == y).sum(0))
+
+    static = stack.static_step(loss_fn, bsz, capture=fast.cuda) if fast.graphs else None
     eval_every = [c.eval_interval(n_train, len(test)) for c in cfgs]
     clock = CheckpointClock(cfgs[0].checkpoint_every_s)
     status = ["finished"] * M0
@@ -580,19 +648,15 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
         loss_sum = torch.zeros(M, dtype=torch.float64, device=device)
         correct = torch.zeros(M, dtype=torch.int64, device=device)
         step = epoch * spe
-        its = [batches[a].epoch(epoch) for a in active]
-        for _ in range(spe):
-            xy = [next(it) for it in its]
-            b = xy[0][1].shape[0]
-            x = torch.stack([t[0] for t in xy], 1).reshape(b, -1, *xy[0][0].shape[2:])
-            y = torch.stack([t[1] for t in xy], 1)  # (b, M)
-            with fast.autocast():
-                out = stack.forward(fast.inputs(x)).view(b, M, -1)
-                losses = F.cross_entropy(out.transpose(1, 2), y, reduction="none").mean(0)  # (M,)
-            losses.sum().backward()
+        for x, y in feed.epoch(epoch, active):
+            if static is not None:
+                losses, batch_correct = static(x, y)
+            else:
+                loss, (losses, batch_correct) = loss_fn(x, y)
+                loss.backward()
             stack.sgd_step(step)
-            loss_sum += losses.detach().double() * b
-            correct += (out.detach().argmax(2) == y).sum(0)
+            loss_sum += losses.double() * y.shape[0]
+            correct += batch_correct
             step += 1
         last = epoch * spe + spe - 1
         fin = stack.finite().tolist()
@@ -643,6 +707,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
             active = [active[m] for m in keep]
             stack = _Stack([models[a] for a in active], kept_bufs, [cfgs[a] for a in active], lr_all[:, active],
                            **stack_kw)
+            static = stack.static_step(loss_fn, bsz, capture=fast.cuda) if fast.graphs else None
         if bar is not None:
             bar.update(1)
             bar.set_postfix(active=len(active))

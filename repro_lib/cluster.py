@@ -42,13 +42,15 @@ from .config import RunConfig
 
 def _yun(*names: str) -> Callable:
     """The plans of a Yun et al. 2022 notebook: ``experiments.get(name).plan(...)`` for each of its tables, called
-    as the notebook calls it (seeds offset by ``seed``, ``dataset``/``num_epochs`` overrides when set)."""
+    as the notebook calls it (seeds offset by ``seed``; ``dataset``, ``num_epochs``, ``precision``, ``cuda_graphs``
+    overrides when set, so their defaults leave every config and hash unchanged)."""
 
     def plans(profile: str, seed: int = 0, dataset: str = "", num_epochs: int = 0, device: str = "auto",
-              **_) -> list[pd.DataFrame]:
+              precision: str = "", cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
         from . import experiments
 
-        overrides = {k: v for k, v in dict(dataset=dataset, num_epochs=num_epochs).items() if v}
+        overrides = {k: v for k, v in dict(dataset=dataset, num_epochs=num_epochs, precision=precision,
+                                           cuda_graphs=cuda_graphs).items() if v}
         out = []
         for name in names:
             exp = experiments.get(name)
@@ -66,17 +68,20 @@ def _yun(*names: str) -> Callable:
 
 
 def _preresnet(profile: str, seed: int = 0, dataset: str = "", num_epochs: int = 0, device: str = "auto",
-               **_) -> list[pd.DataFrame]:
+               precision: str = "", cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
     from . import exp_lr
 
-    overrides = {k: v for k, v in dict(dataset=dataset, num_epochs=num_epochs).items() if v}
+    overrides = {k: v for k, v in dict(dataset=dataset, num_epochs=num_epochs, precision=precision,
+                                       cuda_graphs=cuda_graphs).items() if v}
     return [exp_lr.preresnet_plan(profile, seed=seed, device=device, **overrides)]
 
 
-def _backmatching(profile: str, seed: int = 0, num_epochs: int = 0, device: str = "auto", **_) -> list[pd.DataFrame]:
+def _backmatching(profile: str, seed: int = 0, num_epochs: int = 0, device: str = "auto", precision: str = "",
+                  cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
     from . import backmatching
 
-    overrides = {k: v for k, v in dict(num_epochs=num_epochs, device=device).items() if v}
+    overrides = {k: v for k, v in dict(num_epochs=num_epochs, device=device, precision=precision,
+                                       cuda_graphs=cuda_graphs).items() if v}
     return [backmatching.table1_plan(profile, seed_offset=seed, **overrides)]
 
 

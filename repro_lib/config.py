@@ -29,7 +29,8 @@ PROFILES = ("smoke", "cpu", "gpu", "paper")
 WEIGHT_DECAY_MODES = ("coupled", "decoupled")
 DEVICES = ("auto", "cpu", "cuda")
 # Fields that do not change what is computed (where and how it is shown); excluded from the hash.
-_NOT_HASHED = ("device", "profile", "eval_every", "channels_last", "cudnn_benchmark", "compile", "checkpoint_every_s")
+_NOT_HASHED = ("device", "profile", "eval_every", "channels_last", "cudnn_benchmark", "compile", "cuda_graphs",
+               "checkpoint_every_s")
 PRECISIONS = ("fp32", "bf16")
 
 
@@ -129,6 +130,7 @@ class RunConfig(ConfigBase):
     channels_last: bool = True  # CUDA only: NHWC model and batches (ignored on CPU)
     cudnn_benchmark: bool = True  # CUDA only: torch.backends.cudnn.benchmark
     compile: bool = False  # torch.compile the forward pass (pays off only for long runs)
+    cuda_graphs: bool = False  # static-shape step: forward+backward captured once as a CUDA graph (train.StaticStep)
     checkpoint_every_s: float = 0.0  # write the resume checkpoint at most this often (0 = every epoch)
 
     _HASHED_IF_SET: ClassVar[tuple] = ("precision",)
@@ -150,6 +152,8 @@ class RunConfig(ConfigBase):
             raise ValueError(f"eval_every: must be >= 0 (0 = auto), got {self.eval_every!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision: must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.cuda_graphs and self.compile:
+            raise ValueError("cuda_graphs: not together with compile=True (choose one; see train.StaticStep)")
         if self.checkpoint_every_s < 0 or not math.isfinite(self.checkpoint_every_s):
             raise ValueError(f"checkpoint_every_s: must be >= 0, got {self.checkpoint_every_s!r}")
         if self.n_test < 0:

@@ -274,30 +274,45 @@ def balanced_subset(y: torch.Tensor, n: int, seed: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------- batches
+def crop_flip_draws(b: int, pad: int, generator: torch.Generator, flip: bool = True):
+    """The random draws of torchvision's ``RandomCrop(size, padding=pad)`` + ``RandomHorizontalFlip()`` for ``b``
+    images, in this generator order: row offsets, column offsets (each uniform in [0, 2·pad]), flip coins
+    (``rand < 0.5``; None without ``flip``). Returned on the generator's device."""
+    dev = generator.device
+    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator, device=dev)
+    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator, device=dev)
+    do = (torch.rand(b, generator=generator, device=dev) < 0.5) if flip else None
+    return dy, dx, do
+
+
+def gather_crop_flip(x: torch.Tensor, idx: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, do, pad: int):
+    """Images ``idx`` of an already zero-padded uint8 tensor (N×C×(H+2p)×(W+2p)), each cropped back to H×W at
+    offsets (``dy``, ``dx``) and mirrored where ``do`` (None: no flip): one advanced-indexing gather, no per-image
+    Python."""
+    dev = x.device
+    c, hp, wp = x.shape[1:]
+    h, w = hp - 2 * pad, wp - 2 * pad
+    rows = (dy.to(dev)[:, None] + torch.arange(h, device=dev))[:, None, :, None]
+    cols = dx.to(dev)[:, None] + torch.arange(w, device=dev)
+    if do is not None:
+        cols = torch.where(do.to(dev)[:, None], cols.flip(1), cols)
+    cols = cols[:, None, None, :]
+    return x[idx.to(dev)[:, None, None, None], torch.arange(c, device=dev)[None, :, None, None], rows, cols]
+
+
 def random_crop_flip(x: torch.Tensor, pad: int, generator: torch.Generator, flip: bool = True) -> torch.Tensor:
     """Per-image random crop of an already zero-padded uint8 batch (B×C×(H+2p)×(W+2p)) back to H×W, and a
     per-image horizontal flip with probability 1/2. Offsets are uniform in [0, 2p] for rows and columns
     independently, as torchvision's ``RandomCrop(size, padding=p)``. All batched tensor ops."""
-    b, c, hp, wp = x.shape
-    h, w = hp - 2 * pad, wp - 2 * pad
-    dev = x.device
-    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator, device=generator.device).to(dev)
-    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator, device=generator.device).to(dev)
-    rows = (dy[:, None] + torch.arange(h, device=dev))[:, None, :, None]
-    cols = (dx[:, None] + torch.arange(w, device=dev))
-    if flip:
-        do = (torch.rand(b, generator=generator, device=generator.device) < 0.5).to(dev)
-        cols = torch.where(do[:, None], cols.flip(1), cols)
-    cols = cols[:, None, None, :]
-    bi = torch.arange(b, device=dev)[:, None, None, None]
-    ci = torch.arange(c, device=dev)[None, :, None, None]
-    return x[bi, ci, rows, cols]
+    dy, dx, do = crop_flip_draws(x.shape[0], pad, generator, flip)
+    return gather_crop_flip(x, torch.arange(x.shape[0], device=x.device), dy, dx, do, pad)
 
 
 def normalize(x: torch.Tensor, mean, std) -> torch.Tensor:
-    """uint8 → float32 in [0,1] → per-channel standardization."""
-    m = torch.tensor(mean, device=x.device).view(1, -1, 1, 1)
-    s = torch.tensor(std, device=x.device).view(1, -1, 1, 1)
+    """uint8 → float32 in [0,1] → per-channel standardization (``mean``/``std``: sequences, made tensors of the
+    default dtype, or such tensors already on ``x``'s device, as :class:`TensorBatches` caches them)."""
+    m = torch.as_tensor(mean, device=x.device).view(1, -1, 1, 1)
+    s = torch.as_tensor(std, device=x.device).view(1, -1, 1, 1)
     return (x.float().div_(255) - m) / s
 
 
@@ -307,6 +322,10 @@ class TensorBatches:
     Training (``train=True``): a fresh ``torch.randperm`` per epoch from a generator seeded by (seed, epoch),
     so an epoch's order and augmentation draws are reproducible without saving RNG state (a resumed run sees
     the same batches); per-image crop/flip (``augment``); ``drop_last=False``. Evaluation: fixed order.
+
+    ``draws(epoch)`` yields each batch as its random draws (indices, crop/flip draws) and ``batch(...)`` turns
+    them into images; ``epoch(epoch)`` is the two together. ``batched.fit_many`` uses the split to build the
+    batches of M runs with one gather.
     """
 
     def __init__(self, data: ImageTensors, batch_size: int, train: bool, augment: bool = True, pad: int = 4,
@@ -316,6 +335,7 @@ class TensorBatches:
         self.x = data.x
         if self.augment:  # pad once, as airbench does: zero = black in pixel space (RandomCrop's fill=0)
             self.x = torch.nn.functional.pad(data.x, (pad, pad, pad, pad))
+        self._stats: tuple | None = None
 
     def __len__(self):
         return -(-len(self.data) // self.batch_size)
@@ -324,7 +344,19 @@ class TensorBatches:
         dev = self.x.device
         return torch.Generator(device=dev).manual_seed(1_000_003 * self.seed + epoch)
 
-    def epoch(self, epoch: int = 0):
+    def norm_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The dataset's mean and std as (1, C, 1, 1) tensors of the default dtype on the data's device (made
+        once per device and dtype)."""
+        dt = torch.get_default_dtype()
+        if self._stats is None or self._stats[0].device != self.x.device or self._stats[0].dtype != dt:
+            self._stats = tuple(torch.tensor(v, dtype=dt, device=self.x.device).view(1, -1, 1, 1)
+                                for v in (self.data.mean, self.data.std))
+        return self._stats
+
+    def draws(self, epoch: int = 0):
+        """Per batch ``(idx, crop)``: the images' indices and ``crop = (dy, dx, do)`` (:func:`crop_flip_draws`;
+        None without augmentation). Generator order: the epoch's permutation, then per batch rows, columns,
+        flips."""
         n = len(self.data)
         if self.train:
             g = self.generator(epoch)
@@ -333,7 +365,13 @@ class TensorBatches:
             g, order = None, torch.arange(n, device=self.x.device)
         for i in range(0, n, self.batch_size):
             idx = order[i:i + self.batch_size]
-            xb = self.x[idx]
-            if self.augment:
-                xb = random_crop_flip(xb, self.pad, g)
-            yield normalize(xb, self.data.mean, self.data.std), self.data.y[idx]
+            yield idx, (crop_flip_draws(len(idx), self.pad, g) if self.augment else None)
+
+    def batch(self, idx: torch.Tensor, crop) -> tuple[torch.Tensor, torch.Tensor]:
+        """The normalized float32 images and the labels of one batch of :meth:`draws`."""
+        x = gather_crop_flip(self.x, idx, *crop, self.pad) if crop is not None else self.x[idx]
+        return normalize(x, *self.norm_stats()), self.data.y[idx]
+
+    def epoch(self, epoch: int = 0):
+        for idx, crop in self.draws(epoch):
+            yield self.batch(idx, crop)

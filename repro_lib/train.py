@@ -19,7 +19,8 @@ back-matching supplement through ``cfg.optimizer`` / ``cfg.schedule``):
 GPU fast path (issue 8; flags in ``RunConfig``, none changes the optimization): ``precision="bf16"`` autocasts the
 forward pass and loss to bfloat16 while weights, gradients, optimizer state and tracker stay fp32 (no pure-fp16
 weights, no loss scaling needed for bf16); ``channels_last`` and ``cudnn_benchmark`` (CUDA only) pick faster
-kernels for the same convolutions; ``compile`` wraps the forward in ``torch.compile``; evaluation every
+kernels for the same convolutions; ``compile`` wraps the forward in ``torch.compile``; ``cuda_graphs`` runs
+forward + backward of every full batch as one replayed CUDA graph (:class:`StaticStep`); evaluation every
 ``cfg.eval_interval(...)`` epochs. Data and augmentation are device-resident; the optimizers use foreach math.
 
 No plotting here.
@@ -38,7 +39,7 @@ from . import data as data_mod
 from .angular import AngularTracker
 from .config import RunConfig
 from .models import create
-from .optim import build_optimizer
+from .optim import build_optimizer, trainable
 from .schedules import build_schedule
 
 
@@ -112,6 +113,7 @@ class FastPath:
         self.bf16 = cfg.precision == "bf16"
         self.channels_last = cfg.channels_last and self.cuda
         self.compile = cfg.compile
+        self.graphs = cfg.cuda_graphs  # StaticStep; captured as a CUDA graph on CUDA, plain static buffers on CPU
         if self.cuda:
             torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
         if self.compile:
@@ -135,7 +137,91 @@ class FastPath:
     def autocast(self):
         if not self.bf16:
             return contextlib.nullcontext()
-        return torch.autocast(self.device_type, dtype=torch.bfloat16)
+        # no autocast weight cache under CUDA graphs (PyTorch's graphs + autocast rule): casts stay in the graph
+        return torch.autocast(self.device_type, dtype=torch.bfloat16, cache_enabled=not self.graphs)
+
+
+class StaticStep:
+    """Forward, loss and backward of one training batch with static shapes (``cuda_graphs=True``), shared by
+    ``fit`` and ``batched.fit_many``; the optimizer step stays eager (foreach math, LR from the schedule).
+
+    ``loss_fn(x, y) -> (loss, stats)``: the scalar to differentiate and a tuple of detached tensors (per-batch
+    loss values, correct counts). Gradients come from ``torch.autograd.grad`` and are *copied* into persistent
+    tensors ``grads`` that stay the parameters' ``.grad`` for the whole run (nothing sets them to None), so after
+    every call ``.grad`` holds exactly what ``zero_grad(set_to_none=True); loss.backward()`` would leave.
+
+    A batch of the full size (``batch_size`` rows) is copied into static input buffers and, on CUDA with
+    ``capture=True``, run by replaying one CUDA graph (captured at the first full batch; PyTorch's "whole-network
+    capture" recipe, torch.cuda.graphs). Before the capture, ``warm_up`` runs the step 3 times on a side stream
+    (cuDNN autotuning, allocator) and then restores every module buffer (BN running statistics, batch counters) --
+    the warm-up takes no optimizer step, so the run continues exactly where it was. A batch of another size (the
+    ragged last batch of an epoch, ``drop_last=False``) runs eagerly through the same function. On CPU (or
+    ``capture=False``) every batch runs eagerly through the static buffers: the same arithmetic, which is what the
+    CPU tests compare against plain ``fit``.
+
+    Not measured yet on a GPU (issue 8): the capture path has only run in this package's tests on machines with
+    CUDA. Incompatible with ``compile=True`` (rejected by ``RunConfig``)."""
+
+    WARMUP = 3
+
+    def __init__(self, loss_fn, params: list[torch.Tensor], buffers: list[torch.Tensor], batch_size: int,
+                 capture: bool, grads: list[torch.Tensor] | None = None):
+        self.loss_fn = loss_fn
+        self.params = list(params)
+        self.buffers = list(buffers)
+        self.batch_size = batch_size
+        self.capture = capture
+        self.grads = list(grads) if grads is not None else [torch.zeros_like(p) for p in self.params]
+        for p, g in zip(self.params, self.grads):
+            p.grad = g
+        self.x = self.y = None
+        self.graph = None
+        self.stats = None
+
+    def _run(self, x: torch.Tensor, y: torch.Tensor):
+        loss, stats = self.loss_fn(x, y)
+        grads = torch.autograd.grad(loss, self.params, allow_unused=True)
+        if any(g is None for g in grads):
+            raise RuntimeError("cuda_graphs: a trainable parameter receives no gradient; the static step "
+                               "cannot reproduce torch.optim's skipping of such parameters (set cuda_graphs=False)")
+        with torch.no_grad():
+            torch._foreach_copy_(self.grads, list(grads))
+        return stats
+
+    def warm_up(self) -> None:
+        """Run the step ``WARMUP`` times on the static buffers (a side stream on CUDA), then put every module
+        buffer back: parameters are untouched (no optimizer step), gradients are overwritten by the next call."""
+        saved = [b.clone() for b in self.buffers]
+        cuda = self.x.device.type == "cuda"
+        stream = torch.cuda.Stream(self.x.device) if cuda else None
+        if cuda:
+            stream.wait_stream(torch.cuda.current_stream(self.x.device))
+        with torch.cuda.stream(stream) if cuda else contextlib.nullcontext():
+            for _ in range(self.WARMUP):
+                self._run(self.x, self.y)
+        if cuda:
+            torch.cuda.current_stream(self.x.device).wait_stream(stream)
+        with torch.no_grad():
+            for b, s in zip(self.buffers, saved):
+                b.copy_(s)
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor):
+        if x.shape[0] != self.batch_size:
+            return self._run(x, y)
+        if self.x is None:
+            self.x, self.y = torch.empty_like(x), torch.empty_like(y)
+        self.x.copy_(x)
+        self.y.copy_(y)
+        if not (self.capture and x.device.type == "cuda"):
+            return self._run(self.x, self.y)
+        if self.graph is None:
+            self.warm_up()
+            torch.cuda.synchronize(x.device)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.stats = self._run(self.x, self.y)
+        self.graph.replay()
+        return self.stats
 
 
 class CheckpointClock:
@@ -213,6 +299,14 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
             tracker.load_state_dict(state["tracker"])
             history, start_epoch = state["history"], state["epoch"]
 
+    def loss_fn(x, y):
+        with fast.autocast():
+            out = forward(fast.inputs(x))
+            loss = F.cross_entropy(out, y)  # autocast runs cross_entropy in fp32
+        return loss, (loss.detach(), (out.detach().argmax(1) == y).sum())
+
+    static = StaticStep(loss_fn, trainable(model), list(model.buffers()), cfg.batch_size, capture=fast.cuda) \
+        if fast.graphs else None
     status, diverged_epoch = "finished", None
     bar = None
     if progress:
@@ -229,14 +323,15 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
         step = epoch * steps_per_epoch
         for x, y in train_batches.epoch(epoch):
             schedule.apply(optimizer, step)
-            with fast.autocast():
-                out = forward(fast.inputs(x))
-                loss = F.cross_entropy(out, y)  # autocast runs cross_entropy in fp32
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            if static is not None:  # .grad are StaticStep's persistent tensors, overwritten by every call
+                batch_loss, batch_correct = static(x, y)
+            else:
+                loss, (batch_loss, batch_correct) = loss_fn(x, y)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
             optimizer.step()
-            loss_sum += loss.detach().double() * len(y)
-            correct += (out.detach().argmax(1) == y).sum()
+            loss_sum += batch_loss.double() * len(y)
+            correct += batch_correct
             step += 1
         train_loss = loss_sum.item() / len(train)
         # the LR in force at the last step (after any exact rescaling an exponential schedule did, Lemma 2.7)

@@ -168,3 +168,35 @@ def test_report_marks_missing_cells_and_verdicts():
     assert v[1000] == "second" and v[2000] == "best (1 cell missing runs)"
     theirs, _ = report.pivot_cells(agg.assign(paper_accuracy=90.0), "paper_accuracy")
     assert "missing" not in theirs.attrs  # the paper's own numbers are never missing
+
+
+def test_fast_path_parameters_reach_every_grid(tmp_path, capsys):
+    """Issue 8's ``precision`` and ``cuda_graphs`` are parameters of every swept notebook (papermill sees them, with
+    defaults "" and False); set, they reach every config of its grid; at their defaults the grid, and so every
+    store key, is the one built with no override at all (bf16 is hashed, CUDA graphs are not)."""
+    import papermill as pm
+
+    for stem in cluster.NOTEBOOK_PLANS:
+        path = NB / f"{stem}.ipynb"
+        found = pm.inspect_notebook(str(path))
+        assert (found["precision"]["default"], found["cuda_graphs"]["default"]) == ('""', "False"), stem
+        params = cluster.notebook_parameters(path, {"precision": "bf16", "cuda_graphs": True})
+        cfgs = [c for plan in cluster.notebook_plans(path, "smoke", params) for c in plan.cfg]
+        assert cfgs and {(c.precision, c.cuda_graphs) for c in cfgs} == {("bf16", True)}, stem
+    path = NB / "yun2022_table1.ipynb"
+    exp = experiments.get("yun2022_table1")
+    ref = [c.hash for c in exp.plan("smoke", seeds=list(exp.profiles["smoke"].seeds), device="auto").cfg]
+
+    def grid(**overrides):
+        return list(cluster.notebook_plans(path, "smoke", cluster.notebook_parameters(path, overrides))[0].cfg)
+
+    default = grid()
+    assert [c.hash for c in default] == ref
+    assert {(c.precision, c.cuda_graphs) for c in default} == {("fp32", False)}
+    assert [c.hash for c in grid(cuda_graphs=True)] == ref
+    fast = grid(precision="bf16", cuda_graphs=True)
+    assert {(c.precision, c.cuda_graphs) for c in fast} == {("bf16", True)} and len(fast) == len(ref)
+    assert not {c.hash for c in fast} & set(ref)
+    assert main(["sweep", str(path), "--profile", "smoke", "--results-dir", str(tmp_path), "--dry-run",
+                 "-p", "precision", "bf16", "-p", "cuda_graphs", "True"]) == 0
+    assert f"dry run: {len(ref)} cells: 0 already done" in capsys.readouterr().out

@@ -28,13 +28,14 @@ def test_hash_flags():
     """Layout/scheduling flags are not part of the run's identity; bf16 is (it changes the arithmetic), and adding
     ``precision`` left every fp32 hash as it was (``test_config`` pins one)."""
     h = BASE.hash
-    for k, v in dict(channels_last=False, cudnn_benchmark=False, compile=True, checkpoint_every_s=60.0,
-                     eval_every=0).items():
+    for k, v in dict(channels_last=False, cudnn_benchmark=False, compile=True, cuda_graphs=True,
+                     checkpoint_every_s=60.0, eval_every=0).items():
         assert BASE.replace(**{k: v}).hash == h, k
     assert BASE.replace(precision="bf16").hash != h
     assert "precision" not in str(BASE.hash)  # (hash is hex) -- the fp32 dict is the pre-precision one:
     assert RunConfig().hash == "a052f29e77a8318b"
-    for bad in (dict(precision="fp16"), dict(eval_every=-1), dict(checkpoint_every_s=-1.0)):
+    for bad in (dict(precision="fp16"), dict(eval_every=-1), dict(checkpoint_every_s=-1.0),
+                dict(cuda_graphs=True, compile=True)):
         with pytest.raises(ValueError, match=next(iter(bad))):
             BASE.replace(**bad)
 
@@ -219,3 +220,111 @@ def test_compile_flag_raises_the_recompile_limit():
         assert dynamo_config.recompile_limit >= 64
     finally:
         dynamo_config.recompile_limit = old
+
+
+# ---------------------------------------------------------------------------------------------- cuda_graphs
+def _same_history(ha, hb):
+    """Equal records, bit for bit (NaN equal to NaN), apart from wall-clock seconds."""
+    assert len(ha) == len(hb)
+    for ra, rb in zip(ha, hb):
+        assert ra.keys() == rb.keys()
+        for k in ra:
+            if k != "seconds":
+                assert ra[k] == rb[k] or (ra[k] != ra[k] and rb[k] != rb[k]), (k, ra[k], rb[k])
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "sgdp"])
+def test_static_step_fit_is_bitwise_eager(optimizer):
+    """``cuda_graphs=True`` on CPU runs every batch through ``StaticStep``'s static buffers and persistent gradient
+    tensors (no capture): every history value (losses, accuracies, Δθ, norms) is bit-identical to the eager loop,
+    with a ragged last batch (N = 150, B = 64) and both torch.optim.SGD and our SGDP."""
+    cfg = BASE.replace(n=150, optimizer=optimizer, lr=0.1, weight_decay=5e-4,
+                       weight_decay_mode="coupled" if optimizer == "sgd" else "decoupled")
+    a = train.fit(cfg, progress=False)
+    b = train.fit(cfg.replace(cuda_graphs=True), progress=False)
+    _same_history(a["history"], b["history"])
+    assert a["history"][-1]["angular_update"] > 0
+
+
+def test_static_step_fit_many_is_bitwise_eager():
+    """The same for ``fit_many`` (gradients as views of one flat buffer read by the stacked SGD step), including a
+    member that diverges in epoch 2 (the stack is rebuilt with a new StaticStep) and a ragged last batch."""
+    cfgs = [BASE.replace(n=150, lr=0.1, weight_decay=5e-4, momentum=0.9, seed=0),
+            BASE.replace(n=150, lr=0.3, weight_decay=1e-3, momentum=0.5, seed=1, nesterov=True),
+            BASE.replace(n=150, lr=1.0, weight_decay=1e30, momentum=0.9, seed=2)]
+    a = batched.fit_many(cfgs, progress=False, keep_states=True)
+    b = batched.fit_many([c.replace(cuda_graphs=True) for c in cfgs], progress=False, keep_states=True)
+    assert [r["status"] for r in b] == ["finished", "finished", "diverged"]
+    for ra, rb in zip(a, b):
+        assert ra["status"] == rb["status"] and ra["diverged_epoch"] == rb["diverged_epoch"]
+        _same_history(ra["history"], rb["history"])
+        for k in ra["state_dict"]:
+            assert torch.equal(ra["state_dict"][k], rb["state_dict"][k]) or ra["status"] == "diverged", k
+
+
+def test_static_step_warm_up_leaves_the_run_where_it_was():
+    """The pre-capture warm-up runs forward + backward three times (which moves the ghost-BN running statistics
+    and batch counters), then restores every buffer; parameters are never touched."""
+    torch.manual_seed(0)
+    model = train.build_model(BASE, 10)
+    x, y = torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))
+
+    def loss_fn(xb, yb):
+        loss = F.cross_entropy(model(xb), yb)
+        return loss, (loss.detach(),)
+
+    step = train.StaticStep(loss_fn, [p for p in model.parameters() if p.requires_grad], list(model.buffers()),
+                            64, capture=False)
+    step(x, y)
+    before = copy.deepcopy(model.state_dict())
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    step._run(step.x, step.y)  # what one unrestored warm-up iteration would leave
+    assert not torch.equal(model.state_dict()["bn1.running_mean"], before["bn1.running_mean"])
+    model.load_state_dict(before)
+    step.warm_up()
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert [p.grad for p in model.parameters() if p.requires_grad] == grads  # the same persistent tensors
+    with pytest.raises(RuntimeError, match="no gradient"):  # a parameter outside the loss cannot be reproduced
+        extra = torch.nn.Parameter(torch.zeros(3))
+        train.StaticStep(loss_fn, [extra, *step.params], [], 64, capture=False)(x, y)
+
+
+def test_stacked_batches_equal_member_batches():
+    """``fit_many`` builds the M members' batches with one gather over their concatenated training sets; every
+    member's images and labels are bit-identical to its own ``TensorBatches`` (different seeds = different
+    class-balanced subsets, a shared subset, augmentation on and off)."""
+    from repro_lib.batched import _StackedBatches
+
+    for augment in (True, False):
+        cfgs = [BASE.replace(n=100, seed=s, augment=augment) for s in (0, 1, 0)]
+        trains = [train.load_data(c)[0] for c in cfgs]
+        refs = [TensorBatches(t, 32, train=True, augment=augment, seed=c.seed) for t, c in zip(trains, cfgs)]
+        mine = [TensorBatches(t, 32, train=True, augment=augment, seed=c.seed) for t, c in zip(trains, cfgs)]
+        feed = _StackedBatches(mine)
+        for epoch in (0, 2):
+            for active in ([0, 1, 2], [2, 0]):
+                got = list(feed.epoch(epoch, active))
+                want = list(zip(*(r.epoch(epoch) for r in (refs[a] for a in active))))
+                assert len(got) == len(want) == 4
+                for (x, y), w in zip(got, want):
+                    b = len(w[0][1])
+                    assert torch.equal(x, torch.stack([t[0] for t in w], 1).reshape(b, -1, 32, 32))
+                    assert torch.equal(y, torch.stack([t[1] for t in w], 1))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graph capture needs a CUDA device")
+def test_cuda_graph_capture_matches_eager_on_cuda():
+    """On CUDA: the captured-and-replayed step trains like the eager loop (float32 tolerance; cuDNN may pick other
+    algorithms between the two runs), for ``fit`` and ``fit_many``."""
+    cfg = BASE.replace(device="cuda", n=150, num_epochs=2, cudnn_benchmark=False)
+    a = train.fit(cfg, progress=False)["history"]
+    b = train.fit(cfg.replace(cuda_graphs=True), progress=False)["history"]
+    for ra, rb in zip(a, b):
+        assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-3)
+        assert ra["angular_update"] == pytest.approx(rb["angular_update"], rel=1e-2)
+    cfgs = [cfg.replace(seed=s, lr=0.05 * (s + 1)) for s in range(3)]
+    ma = batched.fit_many(cfgs, progress=False)
+    mb = batched.fit_many([c.replace(cuda_graphs=True) for c in cfgs], progress=False)
+    for ra, rb in zip(ma, mb):
+        assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-3)

@@ -101,34 +101,46 @@ class GhostBatchNorm(nn.modules.batchnorm._NormBase):
         B, C, n_eq = x.shape[0], x.shape[1], k * g
         # (k*g, C, *S) -> (g, k*C, L): every (chunk, channel) pair becomes one channel of a plain batch norm, so one
         # fused F.batch_norm call normalizes all chunks at once. Temporary running buffers with momentum 1.0 receive
-        # exactly the per-chunk mean and unbiased variance, combined below in closed form.
-        xs = x[:n_eq].reshape(k, g, C, -1).transpose(0, 1).reshape(g, k * C, -1)
+        # exactly the per-chunk mean and unbiased variance, combined below in closed form. (No ``x[:n_eq]`` slice
+        # when the equal chunks cover the batch: its backward would add a zero-fill and a copy of the whole input.)
+        x_eq = x if n_eq == B else x[:n_eq]
+        xs = x_eq.reshape(k, g, C, -1).transpose(0, 1).reshape(g, k * C, -1)
         bm = self.running_mean.new_zeros(k * C)
         bv = self.running_var.new_ones(k * C)
         w = self.weight.repeat(k) if self.affine else None
         b = self.bias.repeat(k) if self.affine else None
         ys = F.batch_norm(xs, bm, bv, w, b, True, 1.0, self.eps)
         y = ys.reshape(g, k, C, -1).transpose(0, 1).reshape(n_eq, *x.shape[1:])
-        means, vars_ = [bm.view(k, C)], [bv.view(k, C)]
+        mean, var = bm.view(k, C), bv.view(k, C)
         if n_eq < B:  # ragged last chunk, its own statistics
             lm, lv = self.running_mean.new_zeros(C), self.running_var.new_ones(C)
             yl = F.batch_norm(x[n_eq:], lm, lv, self.weight, self.bias, True, 1.0, self.eps)
             y = torch.cat([y, yl], 0)
-            means.append(lm.view(1, C))
-            vars_.append(lv.view(1, C))
-        self._update_running_stats(torch.cat(means, 0), torch.cat(vars_, 0))
+            mean, var = torch.cat([mean, lm.view(1, C)], 0), torch.cat([var, lv.view(1, C)], 0)
+        self._update_running_stats(mean, var)
         return y
+
+    def _chunk_weights(self, k: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """``m (1-m)^(k-1-j)`` for j = 0..k-1 (the weight of chunk j after k sequential updates), made once per
+        (k, dtype, device) on the device -- no host-to-device copy inside a training step (CUDA-graph safe)."""
+        key = (k, dtype, device)
+        cache = self.__dict__.setdefault("_chunk_weight_cache", {})
+        if key not in cache:
+            m = float(self.momentum)
+            cache[key] = m * (1.0 - m) ** torch.arange(k - 1, -1, -1, dtype=dtype, device=device)
+        return cache[key]
 
     @torch.no_grad()
     def _update_running_stats(self, mean: torch.Tensor, var: torch.Tensor) -> None:
-        """Sequential momentum update over the k chunks (rows of ``mean``/``var``, unbiased), in closed form."""
+        """Sequential momentum update over the k chunks (rows of ``mean``/``var``, unbiased), in closed form:
+        ``r <- (1-m)^k r + sum_j m (1-m)^(k-1-j) s_j``, one fused ``addmv_`` per buffer."""
         m = float(self.momentum)
         mean, var = mean.to(self.running_mean.dtype), var.to(self.running_var.dtype)
         k = mean.shape[0]
-        w = m * (1.0 - m) ** torch.arange(k - 1, -1, -1, dtype=mean.dtype, device=mean.device)  # (k,)
+        w = self._chunk_weights(k, mean.dtype, mean.device)  # (k,)
         decay = (1.0 - m) ** k
-        self.running_mean.mul_(decay).add_(w @ mean)
-        self.running_var.mul_(decay).add_(w @ var)
+        self.running_mean.addmv_(mean.t(), w, beta=decay)
+        self.running_var.addmv_(var.t(), w, beta=decay)
         self.num_batches_tracked.add_(k)
 
 

@@ -159,8 +159,11 @@ class StaticStep:
     ``capture=False``) every batch runs eagerly through the static buffers: the same arithmetic, which is what the
     CPU tests compare against plain ``fit``.
 
-    Not measured yet on a GPU (issue 8): the capture path has only run in this package's tests on machines with
-    CUDA. Incompatible with ``compile=True`` (rejected by ``RunConfig``)."""
+    Memory: the graph keeps one full step's activations in its private pool for the whole run, and the eager
+    ragged batch allocates beside it, so the peak can exceed the eager loop's by up to that batch's activations
+    (``batched.member_bytes`` does not count this). Incompatible with ``compile=True`` (rejected by
+    ``RunConfig``). Not measured yet on a GPU (issue 8): no device was lent in the session that built it;
+    ``benchmarks/bench_gpu.py --only graphs`` and ``tests/test_fast_path.py`` check it where CUDA is present."""
 
     WARMUP = 3
 

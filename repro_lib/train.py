@@ -180,6 +180,7 @@ class StaticStep:
         self.x = self.y = None
         self.graph = None
         self.stats = None
+        self._stream = None
 
     def _run(self, x: torch.Tensor, y: torch.Tensor):
         loss, stats = self.loss_fn(x, y)
@@ -196,7 +197,9 @@ class StaticStep:
         buffer back: parameters are untouched (no optimizer step), gradients are overwritten by the next call."""
         saved = [b.clone() for b in self.buffers]
         cuda = self.x.device.type == "cuda"
-        stream = torch.cuda.Stream(self.x.device) if cuda else None
+        # the capture later runs on this same stream: per-stream library handles and workspaces (cuBLAS(Lt), cuDNN)
+        # are then created here, not lazily in the middle of the capture
+        stream = self._stream = torch.cuda.Stream(self.x.device) if cuda else None
         if cuda:
             stream.wait_stream(torch.cuda.current_stream(self.x.device))
         with torch.cuda.stream(stream) if cuda else contextlib.nullcontext():
@@ -221,7 +224,7 @@ class StaticStep:
             self.warm_up()
             torch.cuda.synchronize(x.device)
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
+            with torch.cuda.graph(self.graph, stream=self._stream):
                 self.stats = self._run(self.x, self.y)
         self.graph.replay()
         return self.stats

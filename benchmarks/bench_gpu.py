@@ -66,6 +66,41 @@ def guarded(path, budget, name, fn):
     dump(path)
 
 
+def reference_row(path, cfg: RunConfig, epochs: int, tflops):
+    """Seconds per epoch of the usual DataLoader loop (``bench_fit.reference_epochs``) for ``cfg``."""
+    train, _ = load_data(cfg)
+    t = reference_epochs(cfg, train, torch.device(cfg.device), epochs)
+    s = statistics.median(t[1:] or t)
+    row(path, what="reference", B=cfg.batch_size, N=cfg.n, M=1, s_epoch=s, epochs=t,
+        tflops=tflops(cfg.batch_size, 1, s, cfg.n))
+
+
+def fit_row(path, cfg: RunConfig, tag: str, tflops):
+    """Seconds per epoch (median of epochs 2..), last training loss and peak memory of ``fit(cfg)``."""
+    torch.cuda.reset_peak_memory_stats()
+    h = fit(cfg, progress=False)["history"]
+    s = _per_epoch(h)
+    row(path, what=tag, B=cfg.batch_size, N=cfg.n, M=1, s_epoch=s, epochs=[x["seconds"] for x in h],
+        train_loss=h[-1]["train_loss"], tflops=tflops(cfg.batch_size, 1, s, cfg.n),
+        peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30, est_gib=member_bytes(cfg) / 2 ** 30)
+
+
+def many_rows(path, cfg: RunConfig, members, tag: str, tflops):
+    """Images/s of one ``fit(cfg)`` (the sequential baseline), then of ``fit_many`` with M members differing in lr
+    and seed for each M in ``members``, with the speed-up over M sequential runs and peak memory."""
+    b, n = cfg.batch_size, cfg.n
+    s1 = _per_epoch(fit(cfg, progress=False)["history"])
+    row(path, what=f"fit {tag} (sequential baseline)", B=b, N=n, M=1, s_epoch=s1, img_s=n / s1,
+        tflops=tflops(b, 1, s1, n))
+    for M in members:
+        torch.cuda.reset_peak_memory_stats()
+        res = fit_many([cfg.replace(lr=0.05 * (1 + i), seed=i) for i in range(M)], progress=False)
+        s = _per_epoch(res[0]["history"], M)  # seconds of one stacked epoch
+        row(path, what=f"fit_many {tag}", B=b, N=n, M=M, s_epoch=s, img_s=M * n / s, speedup=(M * n / s) / (n / s1),
+            tflops=tflops(b, M, s, n), peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30,
+            est_gib=M * member_bytes(cfg) / 2 ** 30)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench_gpu.json")
@@ -110,43 +145,16 @@ def main(argv=None):
 
     for b in (128, 1024):
         cfg = base.replace(batch_size=b)
-
-        def f_ref(cfg=cfg, b=b):
-            train, _ = load_data(cfg)
-            t = reference_epochs(cfg, train, dev, args.epochs)
-            s = statistics.median(t[1:] or t)
-            row(path, what="reference", B=b, N=cfg.n, M=1, s_epoch=s, epochs=t, tflops=tflops(b, 1, s, cfg.n))
-
-        def f_fit(cfg=cfg, b=b, tag="fit fp32", **flags):
-            torch.cuda.reset_peak_memory_stats()
-            h = fit(cfg.replace(**flags), progress=False)["history"]
-            s = _per_epoch(h)
-            row(path, what=tag, B=b, N=cfg.n, M=1, s_epoch=s, epochs=[x["seconds"] for x in h],
-                tflops=tflops(b, 1, s, cfg.n), peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30,
-                est_gib=member_bytes(cfg) / 2 ** 30)
-
-        guarded(path, args.budget_s, f"reference B={b}", f_ref)
-        guarded(path, args.budget_s, f"fit B={b}", f_fit)
-        guarded(path, args.budget_s, f"fit bf16 B={b}", lambda cfg=cfg, b=b: f_fit(cfg, b, "fit bf16",
-                                                                                      precision="bf16"))
+        guarded(path, args.budget_s, f"reference B={b}", lambda cfg=cfg: reference_row(path, cfg, args.epochs, tflops))
+        guarded(path, args.budget_s, f"fit B={b}", lambda cfg=cfg: fit_row(path, cfg, "fit fp32", tflops))
+        guarded(path, args.budget_s, f"fit bf16 B={b}",
+                lambda cfg=cfg: fit_row(path, cfg.replace(precision="bf16"), "fit bf16", tflops))
         if b == 128:
-            guarded(path, args.budget_s, "fit plain", lambda cfg=cfg, b=b: f_fit(
-                cfg, b, "fit fp32 NCHW no-benchmark", channels_last=False, cudnn_benchmark=False))
+            guarded(path, args.budget_s, "fit plain", lambda cfg=cfg: fit_row(
+                path, cfg.replace(channels_last=False, cudnn_benchmark=False), "fit fp32 NCHW no-benchmark", tflops))
 
     def f_many(n, members, epochs, precision="fp32"):
-        cfg = base.replace(n=n, num_epochs=epochs, precision=precision)
-        h = fit(cfg, progress=False)["history"]
-        s1 = _per_epoch(h)
-        row(path, what=f"fit {precision} (sequential baseline)", B=128, N=n, M=1, s_epoch=s1,
-            img_s=n / s1, tflops=tflops(128, 1, s1, n))
-        for M in members:
-            torch.cuda.reset_peak_memory_stats()
-            cfgs = [cfg.replace(lr=0.05 * (1 + i), seed=i) for i in range(M)]
-            res = fit_many(cfgs, progress=False)
-            s = _per_epoch(res[0]["history"], M)  # seconds of one stacked epoch
-            row(path, what=f"fit_many {precision}", B=128, N=n, M=M, s_epoch=s, img_s=M * n / s,
-                speedup=(M * n / s) / (n / s1), tflops=tflops(128, M, s, n),
-                peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30, est_gib=M * member_bytes(cfg) / 2 ** 30)
+        many_rows(path, base.replace(n=n, num_epochs=epochs, precision=precision), members, precision, tflops)
 
     guarded(path, args.budget_s, "fit_many N=small", lambda: f_many(args.n_small, (1, 2, 4, 8, 16), 4))
     guarded(path, args.budget_s, "fit_many N=small bf16", lambda: f_many(args.n_small, (16,), 4, "bf16"))
@@ -197,10 +205,8 @@ def compile_only(args, base, path, tflops):
     """``compile=True`` for ``fit`` (B = 128, fp32 and bf16, N = 50000) and ``fit_many`` (M = 16, N = 3125, bf16):
     epoch 1 includes the compilation, the median of the later epochs is the steady state."""
     def one(precision):
-        cfg = base.replace(num_epochs=3, compile=True, precision=precision)
-        h = fit(cfg, progress=False)["history"]
-        row(path, what=f"fit {precision} compile", B=128, N=cfg.n, M=1, s_epoch=_per_epoch(h),
-            epochs=[x["seconds"] for x in h], tflops=tflops(128, 1, _per_epoch(h), cfg.n))
+        fit_row(path, base.replace(num_epochs=3, compile=True, precision=precision), f"fit {precision} compile",
+                tflops)
 
     def many():
         cfg = base.replace(n=args.n_small, num_epochs=4, compile=True, precision="bf16")
@@ -238,39 +244,17 @@ def graphs_only(args, base, path, tflops):
     guarded(path, args.budget_s, "graphs check", check)
     for b in (128, 1024):
         cfg = base.replace(batch_size=b)
-
-        def ref(cfg=cfg, b=b):
-            train, _ = load_data(cfg)
-            t = reference_epochs(cfg, train, torch.device(cfg.device), args.epochs)
-            s = statistics.median(t[1:] or t)
-            row(path, what="reference", B=b, N=cfg.n, M=1, s_epoch=s, epochs=t, tflops=tflops(b, 1, s, cfg.n))
-
-        def one(cfg=cfg, b=b, **flags):
-            torch.cuda.reset_peak_memory_stats()
-            h = fit(cfg.replace(**flags), progress=False)["history"]
-            s = _per_epoch(h)
-            tag = "fit " + " ".join(f"{k}={v}" for k, v in flags.items())
-            row(path, what=tag, B=b, N=cfg.n, M=1, s_epoch=s, epochs=[x["seconds"] for x in h],
-                train_loss=h[-1]["train_loss"], tflops=tflops(b, 1, s, cfg.n),
-                peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30)
-
-        guarded(path, args.budget_s, f"graphs reference B={b}", ref)
+        guarded(path, args.budget_s, f"graphs reference B={b}",
+                lambda cfg=cfg: reference_row(path, cfg, args.epochs, tflops))
         for flags in (dict(precision="fp32"), dict(precision="fp32", cuda_graphs=True),
                       dict(precision="bf16", cuda_graphs=True)):
-            guarded(path, args.budget_s, f"graphs fit B={b} {flags}", lambda cfg=cfg, b=b, f=flags: one(cfg, b, **f))
+            tag = "fit " + " ".join(f"{k}={v}" for k, v in flags.items())
+            guarded(path, args.budget_s, f"graphs fit B={b} {flags}",
+                    lambda cfg=cfg, f=flags, tag=tag: fit_row(path, cfg.replace(**f), tag, tflops))
 
     def many(precision, graphs, M=16):
         cfg = base.replace(n=args.n_small, num_epochs=4, precision=precision, cuda_graphs=graphs)
-        h = fit(cfg, progress=False)["history"]
-        s1 = _per_epoch(h)
-        row(path, what=f"fit {precision} graphs={graphs} (sequential baseline)", B=128, N=cfg.n, M=1, s_epoch=s1,
-            img_s=cfg.n / s1, tflops=tflops(128, 1, s1, cfg.n))
-        torch.cuda.reset_peak_memory_stats()
-        res = fit_many([cfg.replace(lr=0.05 * (1 + i), seed=i) for i in range(M)], progress=False)
-        s = _per_epoch(res[0]["history"], M)
-        row(path, what=f"fit_many {precision} graphs={graphs}", B=128, N=cfg.n, M=M, s_epoch=s,
-            img_s=M * cfg.n / s, speedup=(M * cfg.n / s) / (cfg.n / s1), tflops=tflops(128, M, s, cfg.n),
-            peak_gib=torch.cuda.max_memory_allocated() / 2 ** 30)
+        many_rows(path, cfg, (M,), f"{precision} graphs={graphs}", tflops)
 
     guarded(path, args.budget_s, "graphs many fp32", lambda: many("fp32", True))
     guarded(path, args.budget_s, "graphs many bf16", lambda: many("bf16", True))

@@ -21,8 +21,9 @@ format of :func:`repro_lib.train.fit`, with the same mathematics per member:
 * **Data.** Member m draws its batches from its own ``data.TensorBatches`` (its own class-balanced subset and the
   generator seeded by (cfg.seed, epoch)), so its batches are bit-identical to ``fit``'s; the M batches of a step
   are made by one gather over the members' padded training sets (concatenated once) and one normalization
-  (:class:`_StackedBatches`), then stacked along channels. The loss is ``Σ_m mean_b CE(out_{b,m}, y_{b,m})``: member m's parameters only
-  influence its own term, so the gradient of the sum is exactly the gradient of each run's own mean loss.
+  (:class:`_StackedBatches`), then stacked along channels. The loss is ``Σ_m mean_b CE(out_{b,m}, y_{b,m})``:
+  member m's parameters only influence its own term, so the gradient of the sum is exactly the gradient of each
+  run's own mean loss.
 * **Optimizer.** ``torch.optim.SGD`` (registry name ``"sgd"``) re-implemented on one flat buffer holding every
   member's trainable tensors (the stacked parameters are views into it): coupled L2 ``d = g + λx``, PyTorch
   momentum ``v ← μv + d`` (dampening 0), ``x ← x − η v`` (Nesterov: ``x ← x − η(d + μv)``), with per-member
@@ -75,7 +76,8 @@ from .optim import build_optimizer, trainable
 from .schedules import Schedule, build_schedule
 from .train import CheckpointClock, FastPath, StaticStep, build_model, load_data, resolve_device, summarize
 
-__all__ = ["fit_many", "fit_grouped", "group_configs", "member_bytes", "stackable", "SHARED_FIELDS", "StackedLinear", "stack_models"]
+__all__ = ["fit_many", "fit_grouped", "group_configs", "member_bytes", "stackable", "SHARED_FIELDS", "StackedLinear",
+           "stack_models"]
 
 # Fields that must be equal within one stacked group (everything that changes shapes, data or the loop length).
 SHARED_FIELDS = ("model", "scale_invariant", "width", "dataset", "synthetic", "n", "n_test", "batch_size",
@@ -204,15 +206,14 @@ class _Stack:
             raise ValueError("fit_many: stacked parameters differ from the member's trainable parameters")
         dev, dt = sparams[self.names[0]].device, sparams[self.names[0]].dtype
         sizes = [sparams[n].numel() for n in self.names]
+        self.param_shapes = [sparams[n].shape for n in self.names]
         self.flat = torch.cat([self._to_flat(sparams[n].detach()) for n in self.names])
         self.params = []
-        off = 0
-        for n, size in zip(self.names, sizes):  # re-point each parameter into the flat buffer
-            p = nn.Parameter(self._flat_view(self.flat[off:off + size], sparams[n].shape))
+        for n, view in zip(self.names, self.views(self.flat)):  # re-point each parameter into the flat buffer
+            p = nn.Parameter(view)
             parent_name, _, attr = n.rpartition(".")
             setattr(self.net.get_submodule(parent_name) if parent_name else self.net, attr, p)
             self.params.append(p)
-            off += size
         # member index of every element of the flat buffer (block i: M consecutive runs of numel/M elements)
         self.member_index = torch.cat([torch.arange(M, device=dev).repeat_interleave(s // M) for s in sizes])
         # momentum buffer: the members' SGD buffers (zeros where absent), in the same layout
@@ -241,6 +242,14 @@ class _Stack:
             return buf.view(o, kh, kw, i).permute(0, 3, 1, 2)
         return buf.view(shape)
 
+    def views(self, buf: torch.Tensor) -> list[torch.Tensor]:
+        """A buffer in ``flat``'s layout (the weights, momentum or gradients) as one view per stacked parameter."""
+        out, off = [], 0
+        for shape in self.param_shapes:
+            out.append(self._flat_view(buf[off:off + shape.numel()], shape))
+            off += shape.numel()
+        return out
+
     # -------------------------------------------------------------- views of one member
     def member_tensor(self, t: torch.Tensor, key: str, m: int) -> torch.Tensor:
         if key.endswith("num_batches_tracked"):  # one counter for all members (they see the same chunks)
@@ -253,12 +262,7 @@ class _Stack:
                 for k, v in self.net.state_dict().items()}
 
     def member_bufs(self, m: int) -> list[torch.Tensor]:
-        out, off = [], 0
-        for n, p in zip(self.names, self.params):
-            v = self._flat_view(self.mom[off:off + p.numel()], p.shape)
-            out.append(v.reshape(self.M, *self.shapes[n])[m].contiguous())
-            off += p.numel()
-        return out
+        return [v.reshape(self.M, *self.shapes[n])[m].contiguous() for n, v in zip(self.names, self.views(self.mom))]
 
     @torch.no_grad()
     def finite(self) -> torch.Tensor:
@@ -267,15 +271,11 @@ class _Stack:
         bad.index_add_(0, self.member_index, (~torch.isfinite(self.flat)).to(self.flat.dtype))
         return bad == 0
 
-    def static_step(self, loss_fn, batch_size: int, capture: bool):
+    def static_step(self, loss_fn, batch_size: int) -> StaticStep:
         """A ``train.StaticStep`` (``cuda_graphs``) whose gradient tensors are views of one flat gradient buffer in
         the layout of ``flat``, so :meth:`sgd_step` reads it without concatenating."""
         self.flat_grad = torch.zeros_like(self.flat)
-        grads, off = [], 0
-        for p in self.params:
-            grads.append(self._flat_view(self.flat_grad[off:off + p.numel()], p.shape))
-            off += p.numel()
-        return StaticStep(loss_fn, self.params, list(self.net.buffers()), batch_size, capture, grads=grads)
+        return StaticStep(loss_fn, self.params, list(self.net.buffers()), batch_size, grads=self.views(self.flat_grad))
 
     # -------------------------------------------------------------- one SGD step for all members
     @torch.no_grad()
@@ -348,12 +348,8 @@ class _StackedBatches:
         for _ in range(len(self.batches[0])):
             draws = [next(it) for it in its]
             idx = torch.cat([d[0] + self.offset[a] if self.offset[a] else d[0] for d, a in zip(draws, active)])
-            if self.augment:
-                crop = [torch.cat([d[1][j] for d in draws]) for j in range(3)]
-                x = data_mod.gather_crop_flip(self.x, idx, *crop, self.pad)
-            else:
-                x = self.x[idx]
-            x = data_mod.normalize(x, self.mean, self.std)  # (M·b, C, H, W), member-major
+            crop = tuple(torch.cat([d[1][j] for d in draws]) for j in range(3)) if self.augment else None
+            x = data_mod.crop_normalize(self.x, idx, crop, self.pad, self.mean, self.std)  # (M·b, C, H, W)
             b = x.shape[0] // M
             x = x.view(M, b, *x.shape[1:]).transpose(0, 1).reshape(b, M * x.shape[1], *x.shape[2:])
             yield x, self.y[idx].view(M, b).t()
@@ -627,7 +623,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
             losses = F.cross_entropy(out.transpose(1, 2), y, reduction="none").mean(0)  # (M,), fp32
         return losses.sum(), (losses.detach(), (out.detach().argmax(2) == y).sum(0))
 
-    static = stack.static_step(loss_fn, bsz, capture=fast.cuda) if fast.graphs else None
+    static = stack.static_step(loss_fn, bsz) if fast.graphs else None
     eval_every = [c.eval_interval(n_train, len(test)) for c in cfgs]
     clock = CheckpointClock(cfgs[0].checkpoint_every_s)
     status = ["finished"] * M0
@@ -707,7 +703,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
             active = [active[m] for m in keep]
             stack = _Stack([models[a] for a in active], kept_bufs, [cfgs[a] for a in active], lr_all[:, active],
                            **stack_kw)
-            static = stack.static_step(loss_fn, bsz, capture=fast.cuda) if fast.graphs else None
+            static = stack.static_step(loss_fn, bsz) if fast.graphs else None
         if bar is not None:
             bar.update(1)
             bar.set_postfix(active=len(active))

@@ -40,6 +40,12 @@ from .config import RunConfig
 # ------------------------------------------------------------------------------------------- notebook grids
 
 
+def _overrides(**values) -> dict:
+    """The override parameters the notebook passes on: those that are set (``""``, 0 and False mean "the profile's
+    default", so unset parameters change no config and no hash)."""
+    return {k: v for k, v in values.items() if v}
+
+
 def _yun(*names: str) -> Callable:
     """The plans of a Yun et al. 2022 notebook: ``experiments.get(name).plan(...)`` for each of its tables, called
     as the notebook calls it (seeds offset by ``seed``; ``dataset``, ``num_epochs``, ``precision``, ``cuda_graphs``
@@ -49,8 +55,7 @@ def _yun(*names: str) -> Callable:
               precision: str = "", cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
         from . import experiments
 
-        overrides = {k: v for k, v in dict(dataset=dataset, num_epochs=num_epochs, precision=precision,
-                                           cuda_graphs=cuda_graphs).items() if v}
+        overrides = _overrides(dataset=dataset, num_epochs=num_epochs, precision=precision, cuda_graphs=cuda_graphs)
         out = []
         for name in names:
             exp = experiments.get(name)
@@ -71,8 +76,7 @@ def _preresnet(profile: str, seed: int = 0, dataset: str = "", num_epochs: int =
                precision: str = "", cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
     from . import exp_lr
 
-    overrides = {k: v for k, v in dict(dataset=dataset, num_epochs=num_epochs, precision=precision,
-                                       cuda_graphs=cuda_graphs).items() if v}
+    overrides = _overrides(dataset=dataset, num_epochs=num_epochs, precision=precision, cuda_graphs=cuda_graphs)
     return [exp_lr.preresnet_plan(profile, seed=seed, device=device, **overrides)]
 
 
@@ -80,8 +84,7 @@ def _backmatching(profile: str, seed: int = 0, num_epochs: int = 0, device: str 
                   cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
     from . import backmatching
 
-    overrides = {k: v for k, v in dict(num_epochs=num_epochs, device=device, precision=precision,
-                                       cuda_graphs=cuda_graphs).items() if v}
+    overrides = _overrides(num_epochs=num_epochs, device=device, precision=precision, cuda_graphs=cuda_graphs)
     return [backmatching.table1_plan(profile, seed_offset=seed, **overrides)]
 
 

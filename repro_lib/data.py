@@ -316,6 +316,13 @@ def normalize(x: torch.Tensor, mean, std) -> torch.Tensor:
     return (x.float().div_(255) - m) / s
 
 
+def crop_normalize(x: torch.Tensor, idx: torch.Tensor, crop, pad: int, mean, std) -> torch.Tensor:
+    """Images ``idx`` of ``x`` (zero-padded when ``crop = (dy, dx, do)`` is given: :func:`gather_crop_flip`; else
+    plain indexing), normalized (:func:`normalize`)."""
+    xb = gather_crop_flip(x, idx, *crop, pad) if crop is not None else x[idx]
+    return normalize(xb, mean, std)
+
+
 class TensorBatches:
     """Mini-batches from device-resident uint8 tensors.
 
@@ -369,8 +376,7 @@ class TensorBatches:
 
     def batch(self, idx: torch.Tensor, crop) -> tuple[torch.Tensor, torch.Tensor]:
         """The normalized float32 images and the labels of one batch of :meth:`draws`."""
-        x = gather_crop_flip(self.x, idx, *crop, self.pad) if crop is not None else self.x[idx]
-        return normalize(x, *self.norm_stats()), self.data.y[idx]
+        return crop_normalize(self.x, idx, crop, self.pad, *self.norm_stats()), self.data.y[idx]
 
     def epoch(self, epoch: int = 0):
         for idx, crop in self.draws(epoch):

@@ -150,13 +150,13 @@ class StaticStep:
     tensors ``grads`` that stay the parameters' ``.grad`` for the whole run (nothing sets them to None), so after
     every call ``.grad`` holds exactly what ``zero_grad(set_to_none=True); loss.backward()`` would leave.
 
-    A batch of the full size (``batch_size`` rows) is copied into static input buffers and, on CUDA with
-    ``capture=True``, run by replaying one CUDA graph (captured at the first full batch; PyTorch's "whole-network
+    A batch of the full size (``batch_size`` rows) is copied into static input buffers and, on CUDA, run by
+    replaying one CUDA graph (captured at the first full batch; PyTorch's "whole-network
     capture" recipe, torch.cuda.graphs). Before the capture, ``warm_up`` runs the step 3 times on a side stream
     (cuDNN autotuning, allocator) and then restores every module buffer (BN running statistics, batch counters) --
     the warm-up takes no optimizer step, so the run continues exactly where it was. A batch of another size (the
-    ragged last batch of an epoch, ``drop_last=False``) runs eagerly through the same function. On CPU (or
-    ``capture=False``) every batch runs eagerly through the static buffers: the same arithmetic, which is what the
+    ragged last batch of an epoch, ``drop_last=False``) runs eagerly through the same function. On CPU every
+    batch runs eagerly through the static buffers: the same arithmetic, which is what the
     CPU tests compare against plain ``fit``.
 
     Memory: the graph keeps one full step's activations in its private pool for the whole run, and the eager
@@ -168,12 +168,11 @@ class StaticStep:
     WARMUP = 3
 
     def __init__(self, loss_fn, params: list[torch.Tensor], buffers: list[torch.Tensor], batch_size: int,
-                 capture: bool, grads: list[torch.Tensor] | None = None):
+                 grads: list[torch.Tensor] | None = None):
         self.loss_fn = loss_fn
         self.params = list(params)
         self.buffers = list(buffers)
         self.batch_size = batch_size
-        self.capture = capture
         self.grads = list(grads) if grads is not None else [torch.zeros_like(p) for p in self.params]
         for p, g in zip(self.params, self.grads):
             p.grad = g
@@ -218,7 +217,7 @@ class StaticStep:
             self.x, self.y = torch.empty_like(x), torch.empty_like(y)
         self.x.copy_(x)
         self.y.copy_(y)
-        if not (self.capture and x.device.type == "cuda"):
+        if x.device.type != "cuda":
             return self._run(self.x, self.y)
         if self.graph is None:
             self.warm_up()
@@ -311,8 +310,7 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
             loss = F.cross_entropy(out, y)  # autocast runs cross_entropy in fp32
         return loss, (loss.detach(), (out.detach().argmax(1) == y).sum())
 
-    static = StaticStep(loss_fn, trainable(model), list(model.buffers()), cfg.batch_size, capture=fast.cuda) \
-        if fast.graphs else None
+    static = StaticStep(loss_fn, trainable(model), list(model.buffers()), cfg.batch_size) if fast.graphs else None
     status, diverged_epoch = "finished", None
     bar = None
     if progress:

@@ -275,7 +275,7 @@ def test_static_step_warm_up_leaves_the_run_where_it_was():
         return loss, (loss.detach(),)
 
     step = train.StaticStep(loss_fn, [p for p in model.parameters() if p.requires_grad], list(model.buffers()),
-                            64, capture=False)
+                            64)
     step(x, y)
     before = copy.deepcopy(model.state_dict())
     grads = [p.grad for p in model.parameters() if p.requires_grad]
@@ -288,7 +288,7 @@ def test_static_step_warm_up_leaves_the_run_where_it_was():
     assert [p.grad for p in model.parameters() if p.requires_grad] == grads  # the same persistent tensors
     with pytest.raises(RuntimeError, match="no gradient"):  # a parameter outside the loss cannot be reproduced
         extra = torch.nn.Parameter(torch.zeros(3))
-        train.StaticStep(loss_fn, [extra, *step.params], [], 64, capture=False)(x, y)
+        train.StaticStep(loss_fn, [extra, *step.params], [], 64)(x, y)
 
 
 def test_stacked_batches_equal_member_batches():

@@ -61,6 +61,7 @@ and step for M = 8 vs M = 1 (width 8, B = 128): no gain there, by construction.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import time
 
@@ -214,12 +215,17 @@ class _Stack:
             parent_name, _, attr = n.rpartition(".")
             setattr(self.net.get_submodule(parent_name) if parent_name else self.net, attr, p)
             self.params.append(p)
-        # member index of every element of the flat buffer (block i: M consecutive runs of numel/M elements)
-        self.member_index = torch.cat([torch.arange(M, device=dev).repeat_interleave(s // M) for s in sizes])
+        # the flat buffer is a sequence of runs: block i (one stacked parameter, offset o, size s) is M consecutive
+        # runs of s/M elements, member 0's first; member_index maps every element to its member (int32, so
+        # 4 bytes per weight: 0.7 GB at M = 16 and width 64; int32 index_select measured 1.3x faster than an int64
+        # gather on CPU)
+        self.blocks = [(off - s, s) for off, s in zip(itertools.accumulate(sizes), sizes)]
+        self.member_index = torch.cat([torch.arange(M, device=dev, dtype=torch.int32).repeat_interleave(s // M)
+                                       for s in sizes])
         # momentum buffer: the members' SGD buffers (zeros where absent), in the same layout
         self.mom = torch.cat([torch.stack([self._to_flat(b[i].to(dev, dt)) for b in bufs]).reshape(-1)
                               for i in range(len(self.names))])
-        vec = lambda vals: torch.tensor(vals, device=dev, dtype=dt)[self.member_index]  # noqa: E731
+        vec = lambda vals: self.per_element(torch.tensor(vals, device=dev, dtype=dt))  # noqa: E731
         self.wd = vec([c.weight_decay for c in cfgs])
         self.mu = vec([c.momentum for c in cfgs])
         self.nesterov = vec([1.0 if c.nesterov else 0.0 for c in cfgs]).bool() if any(c.nesterov for c in cfgs) \
@@ -230,6 +236,10 @@ class _Stack:
         if check is not None:
             self._check(models, check)
         self.forward = torch.compile(self.net) if compile else self.net  # same parameters
+
+    def per_element(self, values: torch.Tensor) -> torch.Tensor:
+        """(M,) per-member values -> one per element of the flat buffer."""
+        return values.index_select(0, self.member_index)
 
     def _to_flat(self, t: torch.Tensor) -> torch.Tensor:
         """``t`` in the flat buffer's element order (NHWC for 4-D tensors when channels_last)."""
@@ -267,9 +277,7 @@ class _Stack:
     @torch.no_grad()
     def finite(self) -> torch.Tensor:
         """(M,) bool: all trainable weights of the member finite."""
-        bad = torch.zeros(self.M, dtype=self.flat.dtype, device=self.flat.device)
-        bad.index_add_(0, self.member_index, (~torch.isfinite(self.flat)).to(self.flat.dtype))
-        return bad == 0
+        return torch.stack([torch.isfinite(self.flat[o:o + s].view(self.M, -1)).all(1) for o, s in self.blocks]).all(0)
 
     def static_step(self, loss_fn, batch_size: int) -> StaticStep:
         """A ``train.StaticStep`` (``cuda_graphs``) whose gradient tensors are views of one flat gradient buffer in
@@ -288,7 +296,7 @@ class _Stack:
         upd = self.mom
         if self.nesterov is not None:
             upd = torch.where(self.nesterov, g.addcmul_(self.mom, self.mu), self.mom)  # d + μv
-        lr = self.lr_table[step][self.member_index]
+        lr = self.per_element(self.lr_table[step])
         self.flat.addcmul_(upd, lr, value=-1.0)  # x = x − η v
         if not static:
             for p in self.params:

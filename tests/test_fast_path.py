@@ -12,6 +12,8 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from repro_lib import batched, train
 from repro_lib.config import RunConfig
@@ -329,3 +331,121 @@ def test_cuda_graph_capture_matches_eager_on_cuda():
     mb = batched.fit_many([c.replace(cuda_graphs=True) for c in cfgs], progress=False)
     for ra, rb in zip(ma, mb):
         assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-3)
+
+
+# ---------------------------------------------------------------- what a CUDA graph capture forbids, checked on CPU
+# Operators that read device memory back to the host (or produce data-dependent shapes) and so cannot run inside a
+# CUDA graph capture, and ``lift_fresh`` (a tensor made from host data, i.e. ``torch.tensor(...)``: on CUDA a
+# pageable host-to-device copy during the capture).
+_HOST_OPS = {"_local_scalar_dense", "item", "is_nonzero", "equal", "allclose", "nonzero", "masked_select",
+             "unique", "_unique", "_unique2", "unique_consecutive", "unique_dim", "bincount", "lift_fresh",
+             "lift_fresh_copy", "histc", "_assert_async"}
+
+
+_READ_BACK = _HOST_OPS - {"lift_fresh", "lift_fresh_copy"}
+
+
+class _OpLog(TorchDispatchMode):
+    """Every ATen operator a region runs (forward and the autograd backward), with its tensors' devices."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[tuple[str, set]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        devices = {(t.device.type, t.dim()) for t in tree_flatten((args, kwargs, out))[0]
+                   if isinstance(t, torch.Tensor)}
+        self.ops.append((func.overloadpacket.__name__, devices))
+        return out
+
+    def read_backs(self) -> list[tuple[str, set]]:
+        """Operators that wait for a device: a read-back of a non-CPU tensor (a CPU scalar's ``.item()`` is not)."""
+        return [(op, devs) for op, devs in self.ops if op in _READ_BACK and any(d != "cpu" for d, _ in devs)]
+
+    def hazards(self, device_type: str) -> list[tuple[str, set]]:
+        return [(op, devs) for op, devs in self.ops
+                if op in _HOST_OPS or any(d != device_type for d, _ in devs)]
+
+
+def _meta_training_step(cfg: RunConfig, members: int):
+    """One training step of ``fit`` (``members == 1``: the model, ``StaticStep``, the config's optimizer) or of
+    ``fit_many`` (the real ``batched._Stack`` of ``members`` runs and its stacked SGD step) on the meta device:
+    returns ``(forward_backward, optimizer_step)``, two functions of no arguments."""
+    cfgs = [cfg.replace(seed=s, lr=0.1 * (s + 1)) for s in range(members)]
+    nets = [train.build_model(c, 10).to("meta").train() for c in cfgs]
+    x = torch.empty(64, 3 * members, 32, 32, device="meta")
+    y = torch.zeros(64, members, dtype=torch.long, device="meta")
+    if members == 1:
+        net, opt = nets[0], train.build_optimizer(cfg, nets[0])
+        params, buffers, update = train.trainable(net), list(net.buffers()), opt.step
+        static = lambda loss_fn: train.StaticStep(loss_fn, params, buffers, 64)  # noqa: E731
+    else:
+        stack = batched._Stack(nets, [[torch.zeros_like(p) for p in train.trainable(n)] for n in nets], cfgs,
+                               batched._lr_table(cfgs, 2))
+        net, update = stack.forward, lambda: stack.sgd_step(1)
+        static = lambda loss_fn: stack.static_step(loss_fn, 64)  # noqa: E731
+
+    def loss_fn(xb, yb):  # fit_many's loss; for one member, fit's
+        out = net(xb).view(yb.shape[0], members, -1)
+        losses = F.cross_entropy(out.transpose(1, 2), yb, reduction="none").mean(0)
+        return losses.sum(), (losses.detach(), (out.detach().argmax(2) == yb).sum(0))
+
+    step = static(loss_fn)
+    return lambda: step(x, y), update
+
+
+@pytest.mark.parametrize("name,scale_invariant,optimizer,members", [
+    ("resnet18", True, "sgd", 1), ("resnet18", True, "adamw", 1), ("resnet18", False, "sgd", 1),
+    ("preresnet32", True, "sgd", 1), ("densenet100", True, "sgd", 1), ("vgg16_bn", False, "lars", 1),
+    ("vgg16_bn", False, "scale_amended_sgd", 1), ("resnet18", True, "sgd", 3), ("resnet18", False, "sgd", 3)])
+def test_training_step_is_capture_safe(name, scale_invariant, optimizer, members):
+    """What ``StaticStep`` captures as a CUDA graph (forward, loss, ``autograd.grad``, the copy into the persistent
+    gradients) contains no operator a capture forbids, and the eager optimizer step after it never waits for the
+    device -- checked without a GPU: the step runs on the *meta* device (shapes only, where a data-dependent shape
+    is an error) under a dispatch-mode log of every ATen call, forward and backward. In the captured part, a tensor
+    on another device (a CPU tensor made inside ``forward``: a host-to-device copy on CUDA), a host read-back
+    (``.item()``, ``nonzero``, ``bool(t)``, ``repeat_interleave`` without ``output_size``) or a tensor made from
+    Python data would show up here; in the optimizer step, a read-back (CPU scalars such as torch.optim's step
+    counters are fine there). The first step (the warm-up's role on CUDA: it fills the ghost-BN chunk-weight cache)
+    is not logged, the second is. Members > 1: ``fit_many``'s ``_Stack`` (grouped convolutions,
+    ``StackedLinear``, the flat-buffer SGD step). Not SGDP/AdamP: their Eq. 11 decision (channel-wise, layer-wise
+    or no projection) selects a Python branch and is read back once per step by design
+    (``optim.adamp.scale_invariance_test``)."""
+    cfg = BASE.replace(model=name, scale_invariant=scale_invariant, optimizer=optimizer, momentum=0.9,
+                       weight_decay=5e-4, weight_decay_mode="decoupled" if optimizer == "adamw" else "coupled")
+    forward_backward, optimizer_step = _meta_training_step(cfg, members)
+    forward_backward()
+    optimizer_step()
+    with _OpLog() as captured:
+        forward_backward()
+    with _OpLog() as eager:
+        optimizer_step()
+    ops = {op for op, _ in captured.ops}
+    assert {"convolution_backward", "_foreach_copy_"} <= ops  # the backward and the gradient copy were seen
+    assert captured.hazards("meta") == []
+    assert eager.ops and eager.read_backs() == []
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_static_step_in_fit_and_fit_many_reads_nothing_back(monkeypatch, precision):
+    """The same check on the real code paths: ``fit`` and ``fit_many`` with ``cuda_graphs=True`` on CPU (with
+    bf16 autocast too), every ``StaticStep`` call logged -- no host read-back and no tensor from Python data. The
+    stacked SGD step, which stays eager, is logged too: a host sync there would stall every step."""
+    logs = {"step": [], "sgd": []}
+
+    def logged(kind, fn):
+        def wrapper(*args):
+            with _OpLog() as log:
+                out = fn(*args)
+            logs[kind].append(log)
+            return out
+        return wrapper
+
+    monkeypatch.setattr(train.StaticStep, "_run", logged("step", train.StaticStep._run))
+    monkeypatch.setattr(batched._Stack, "sgd_step", logged("sgd", batched._Stack.sgd_step))
+    cfg = BASE.replace(n=96, num_epochs=1, precision=precision, cuda_graphs=True)
+    train.fit(cfg, progress=False)
+    batched.fit_many([cfg, cfg.replace(seed=1, lr=0.3, nesterov=True)], progress=False)
+    assert len(logs["step"]) == 4 and len(logs["sgd"]) == 2  # two batches (one ragged) per run
+    assert [h for log in logs["step"] + logs["sgd"] for h in log.hazards("cpu")] == []

@@ -59,7 +59,7 @@ class LayerwiseSGD(torch.optim.Optimizer):
             wd, mu = group["weight_decay"], group["momentum"]
             d = torch._foreach_add(grads, params, alpha=wd) if wd else [g.clone() for g in grads]
             r = self.rates(group, params, d)
-            torch._foreach_mul_(d, r.tolist())
+            torch._foreach_mul_(d, list(r.unbind()))  # 0-dim device tensors: no host read-back per step
             if mu:
                 bufs = []
                 for p, dp in zip(params, d):

@@ -396,28 +396,34 @@ def _check_group(cfgs: list[RunConfig]) -> None:
                 raise ValueError(f"{f}: fit_many needs the same {f} for every config, got {a!r} and {b!r}")
 
 
-_MEMBER_BYTES: dict[tuple, int] = {}
+_MEMBER_BYTES: dict[tuple, tuple[int, int]] = {}  # (weights, activation elements per image)
 
 
 def member_bytes(cfg: RunConfig) -> int:
-    """Estimated training memory of one member of a stacked group, in bytes (cached per model/width/B/size):
+    """Estimated training memory of one member of a stacked group, in bytes (the model's counts are cached per
+    model/width/image size):
 
-    * weights: every parameter and buffer x 4 copies of 4 bytes (the weight, its gradient, the momentum buffer, and
-      the grouped-conv / flat-buffer temporaries of the SGD step);
+    * weights: every parameter and buffer x 8 tensors of 4 bytes in ``_Stack``'s flat layout (the weight, its
+      gradient, the momentum buffer, the per-element weight decay and momentum vectors, the int32 member index,
+      and the SGD step's per-element LR and gradient temporaries);
     * activations: B x (elements of every leaf module's output for one image) x 4 bytes -- what autograd keeps
       for the backward pass (conv, BN and ReLU outputs), counted with forward hooks on a 2-image eval-mode pass
       of the member model on CPU (fp32 even under bf16 autocast: a safe upper bound), x 5.5 for the ghost-BN
-      reshapes, the grouped-conv / cudnn.benchmark workspaces and the allocator's slack.
+      reshapes, the grouped-conv / cudnn.benchmark workspaces and the allocator's slack;
+    * with ``cuda_graphs``: the captured graph keeps one full batch's activations in its private pool, and the
+      ragged last batch of an epoch (N mod B images, ``drop_last`` is always False) runs eagerly beside it, so
+      its activations are added.
 
     The factor 5.5 is calibrated on ``torch.cuda.max_memory_allocated`` (H200, fp32, channels_last,
-    cudnn.benchmark; benchmarks/results_h200.json): a width-64 ResNet-18 member at B = 128 peaks at 3.9 GiB in
-    stacks of 2-8 (2.4 GiB per member at M = 16), estimated 3.85 GiB; at B = 1024 a single run peaks at 13.6 GiB,
-    estimated 30 GiB (safe side); bf16 halves the real peaks. An estimate, not a guarantee --
-    :func:`default_memory_budget` keeps 30 % of the free memory in reserve."""
+    cudnn.benchmark, eager; benchmarks/results_h200.json): a width-64 ResNet-18 member at B = 128 peaks at
+    3.9 GiB in stacks of 2-8 (2.4 GiB per member at M = 16), estimated 4.0 GiB; at B = 1024 a single run peaks at
+    13.6 GiB, estimated 30 GiB (safe side); bf16 halves the real peaks. An estimate, not a guarantee --
+    :func:`default_memory_budget` keeps 30 % of the free memory in reserve. The ``cuda_graphs`` term is not
+    calibrated (no GPU measurement of the graphed path yet)."""
     from .data import DATASETS
 
     info = DATASETS[cfg.dataset]
-    key = (cfg.model, cfg.scale_invariant, cfg.width, cfg.batch_size, info.image_size, info.num_classes)
+    key = (cfg.model, cfg.scale_invariant, cfg.width, info.image_size, info.num_classes)
     if key not in _MEMBER_BYTES:
         torch.manual_seed(0)
         from .models import create
@@ -432,8 +438,10 @@ def member_bytes(cfg: RunConfig) -> int:
         for h in hooks:
             h.remove()
         weights = sum(t.numel() for t in list(model.parameters()) + list(model.buffers()))
-        _MEMBER_BYTES[key] = int(16 * weights + 5.5 * 4 * cfg.batch_size * acts[0])
-    return _MEMBER_BYTES[key]
+        _MEMBER_BYTES[key] = (weights, acts[0])
+    weights, acts = _MEMBER_BYTES[key]
+    rows = cfg.batch_size + (cfg.n % cfg.batch_size if cfg.cuda_graphs else 0)
+    return int(32 * weights + 5.5 * 4 * rows * acts)
 
 
 def default_memory_budget(device: str) -> int | None:

@@ -161,7 +161,7 @@ class StaticStep:
 
     Memory: the graph keeps one full step's activations in its private pool for the whole run, and the eager
     ragged batch allocates beside it, so the peak can exceed the eager loop's by up to that batch's activations
-    (``batched.member_bytes`` does not count this). Incompatible with ``compile=True`` (rejected by
+    (``batched.member_bytes`` adds them when it sizes ``fit_many`` groups). Incompatible with ``compile=True`` (rejected by
     ``RunConfig``). Not measured yet on a GPU (issue 8): no device was lent in the session that built it;
     ``benchmarks/bench_gpu.py --only graphs`` and ``tests/test_fast_path.py`` check it where CUDA is present."""
 

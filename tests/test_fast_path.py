@@ -167,11 +167,15 @@ def test_compile_matches_eager_cpu():
 
 def test_memory_budget_grouping():
     """group_configs caps a group at budget // member_bytes (never below one run); member_bytes grows with B and
-    width; 'auto' is no limit on CPU."""
+    width, and with cuda_graphs by the ragged last batch's activations; 'auto' is no limit on CPU."""
     cfgs = [BASE.replace(seed=s) for s in range(10)]
     one = batched.member_bytes(BASE)
     assert batched.member_bytes(BASE.replace(batch_size=128)) > one
     assert batched.member_bytes(BASE.replace(width=8)) > one
+    graphed = BASE.replace(n=150, batch_size=64, cuda_graphs=True)  # the graph's batch + an eager one of 22 images
+    eager = batched.member_bytes(graphed.replace(cuda_graphs=False))
+    assert eager < batched.member_bytes(graphed) < batched.member_bytes(graphed.replace(batch_size=128))
+    assert batched.member_bytes(graphed.replace(n=128)) == eager  # no ragged batch: nothing beside the graph
     assert [len(g) for g in batched.group_configs(cfgs, 16, int(3.5 * one))] == [3, 3, 2, 2]  # cap 3, balanced
     assert [len(g) for g in batched.group_configs(cfgs, 4, int(100 * one))] == [4, 3, 3]
     assert sum(batched.group_configs(cfgs, 4), []) == list(range(10))  # every run once, in order

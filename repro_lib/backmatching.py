@@ -276,28 +276,36 @@ def trace_layers(model: nn.Module, input_shape: Sequence[int]) -> list[Layer]:
     return layers
 
 
-def layer_rates(layers: Sequence[Layer], weights: Sequence[torch.Tensor], norm: str = "ms"
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def layer_constants(layers: Sequence[Layer], weights: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The shape-only inputs of :func:`layer_rates` as tensors on the weights' device and dtype: ``rows`` /
+    ``cols`` (dimensions of each weight as rows), ``s``, ``c`` and ``bn`` per block. An optimizer builds them once:
+    making them from Python lists at every step would be a blocking host-to-device copy on a GPU."""
+    ref = weights[0]
+    return dict(rows=ref.new_tensor([float(w.shape[0]) for w in weights]),
+                cols=ref.new_tensor([float(w.shape[1]) for w in weights]),
+                s=ref.new_tensor([lay.s for lay in layers]), c=ref.new_tensor([lay.c for lay in layers]),
+                bn=torch.tensor([lay.has_bn for lay in layers], device=ref.device))
+
+
+def layer_rates(layers: Sequence[Layer], weights: Sequence[torch.Tensor], norm: str = "ms",
+                constants: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-block rate factors of Eq. (*) in the module docstring, from the top block down.
 
     Returns ``(r_W, r_bn)``, 1-D tensors over ``layers``: ``r_W[b] = 1/(m_{b,W} ∏_{i>b} m_{i,z})`` (the
     factor multiplying η for ``W_b``) and ``r_bn[b] = 1/(s_b ∏_{i>b} m_{i,z})`` (BN γ/β and a bias feeding
     BN). Layers without BN use ``m_W = m_z = 1`` (``r_W = r_bn = ∏_{i>b} m_{i,z}^{-1}``).
     ``norm="ms"`` is multi-tensor (one ``_foreach_norm``); ``"mean"`` needs per-row norms (a loop).
+    ``constants``: :func:`layer_constants` of the same layers and weights (made here when None).
     """
     weights = [w.detach() for w in weights]
-    ref = weights[0]
-    rows = ref.new_tensor([float(w.shape[0]) for w in weights])
-    cols = ref.new_tensor([float(w.shape[1]) for w in weights])
+    k = constants if constants is not None else layer_constants(layers, weights)
+    rows, cols, s, c, bn = k["rows"], k["cols"], k["s"], k["c"], k["bn"]
     if norm == "ms":
         sq = torch.stack(torch._foreach_norm(weights)).pow(2)
         sq_row, sq_col = sq / rows, sq / cols
     else:
         sq_row = torch.stack([sq_norm_mu(w_row(w), norm) for w in weights])
         sq_col = torch.stack([sq_norm_mu(w_col(w), norm) for w in weights])
-    s = ref.new_tensor([lay.s for lay in layers])
-    c = ref.new_tensor([lay.c for lay in layers])
-    bn = torch.tensor([lay.has_bn for lay in layers], device=ref.device)
     one = torch.ones_like(s)
     inv_mw = torch.where(bn, sq_row / s, one)                      # 1/m_{b,W} = ‖W_row‖²_{2,μ}/s
     inv_mz = torch.where(bn, sq_row * c / sq_col, one)             # 1/m_{b,z} = c‖W_row‖²/‖W_col‖²

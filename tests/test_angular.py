@@ -77,7 +77,7 @@ def test_tuning_factor_paper_values():
     assert tuning_factor(3125, 128, 3.2, 1e-4, 0.9) == pytest.approx(10 / 128, rel=1e-12)
     # Sec. 5: plain SGD with lr 1 has the same tuning factor as SGDM with lr 0.1
     assert tuning_factor(50000, 128, 1.0, 1e-4, 0.0) == pytest.approx(tuning_factor(50000, 128, 0.1, 1e-4, 0.9))
-    # Table 9 (Tiny ImageNet, B=256): 5/32 at N=100000, lr 0.8
+    # Table 9 (Tiny ImageNet, B=256): the yellow 5/32 at N=100000 is lr 0.4
     assert tuning_factor(100000, 256, 0.8, 1e-4, 0.9) == pytest.approx(5 / 16)  # lr 0.8 -> 2x the yellow 5/32
     assert tuning_factor(100000, 256, 0.4, 1e-4, 0.9) == pytest.approx(5 / 32)
     for bad in [dict(n=0), dict(batch_size=0), dict(momentum=1.0), dict(lr=-1.0)]:

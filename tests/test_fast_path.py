@@ -12,6 +12,7 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -372,6 +373,27 @@ class _OpLog(TorchDispatchMode):
                 if op in _HOST_OPS or any(d != device_type for d, _ in devs)]
 
 
+class _HostData(TorchFunctionMode):
+    """Tensors made from Python data (``torch.tensor``, ``as_tensor``, ``new_tensor``, ``from_numpy``) directly on
+    a device: a blocking host-to-device copy on a GPU, forbidden in a capture. (Made on the meta device they
+    dispatch no ATen operator, so :class:`_OpLog` alone would not see them.)"""
+
+    NAMES = {"tensor", "as_tensor", "asarray", "new_tensor", "from_numpy"}
+
+    def __init__(self):
+        super().__init__()
+        self.made: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        data = args[1] if name == "new_tensor" else (args[0] if args else None)
+        if (name in self.NAMES and not isinstance(data, torch.Tensor) and isinstance(out, torch.Tensor)
+                and out.device.type != "cpu"):
+            self.made.append(name)
+        return out
+
+
 def _meta_training_step(cfg: RunConfig, members: int):
     """One training step of ``fit`` (``members == 1``: the model, ``StaticStep``, the config's optimizer) or of
     ``fit_many`` (the real ``batched._Stack`` of ``members`` runs and its stacked SGD step) on the meta device:
@@ -410,8 +432,8 @@ def test_training_step_is_capture_safe(name, scale_invariant, optimizer, members
     is an error) under a dispatch-mode log of every ATen call, forward and backward. In the captured part, a tensor
     on another device (a CPU tensor made inside ``forward``: a host-to-device copy on CUDA), a host read-back
     (``.item()``, ``nonzero``, ``bool(t)``, ``repeat_interleave`` without ``output_size``) or a tensor made from
-    Python data would show up here; in the optimizer step, a read-back (CPU scalars such as torch.optim's step
-    counters are fine there). The first step (the warm-up's role on CUDA: it fills the ghost-BN chunk-weight cache)
+    Python data would show up here; in the optimizer step, a read-back or a tensor made from Python data on the
+    device (a blocking copy; CPU scalars such as torch.optim's step counters are fine there). The first step (the warm-up's role on CUDA: it fills the ghost-BN chunk-weight cache)
     is not logged, the second is. Members > 1: ``fit_many``'s ``_Stack`` (grouped convolutions,
     ``StackedLinear``, the flat-buffer SGD step). Not SGDP/AdamP: their Eq. 11 decision (channel-wise, layer-wise
     or no projection) selects a Python branch and is read back once per step by design
@@ -421,14 +443,14 @@ def test_training_step_is_capture_safe(name, scale_invariant, optimizer, members
     forward_backward, optimizer_step = _meta_training_step(cfg, members)
     forward_backward()
     optimizer_step()
-    with _OpLog() as captured:
+    with _OpLog() as captured, _HostData() as captured_made:
         forward_backward()
-    with _OpLog() as eager:
+    with _OpLog() as eager, _HostData() as eager_made:
         optimizer_step()
     ops = {op for op, _ in captured.ops}
     assert {"convolution_backward", "_foreach_copy_"} <= ops  # the backward and the gradient copy were seen
-    assert captured.hazards("meta") == []
-    assert eager.ops and eager.read_backs() == []
+    assert captured.hazards("meta") == [] and captured_made.made == []
+    assert eager.ops and eager.read_backs() == [] and eager_made.made == []
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

@@ -132,7 +132,11 @@ class ScaleAmendedSGD(LayerwiseSGD):
         super().__init__([p for _, p in named_params], lr, momentum, nesterov, weight_decay)
 
     def layer_rates(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return bm.layer_rates(self.layers, self._weights, self.norm)
+        w = self._weights[0]
+        if getattr(self, "_const_key", None) != (w.device, w.dtype):  # built once, not from lists every step
+            self._const_key = (w.device, w.dtype)
+            self._constants = bm.layer_constants(self.layers, self._weights)
+        return bm.layer_rates(self.layers, self._weights, self.norm, self._constants)
 
     def rates(self, group, params, directions):
         r_w, r_bn = self.layer_rates()

@@ -321,6 +321,53 @@ def test_lsalr_layer_rate():
         assert torch.allclose(p.detach(), p0 - rate * d, rtol=1e-10, atol=1e-15)
 
 
+def _layerwise_by_hand(kind, nesterov, rate_after_momentum, steps=5, lr=0.2, wd=1e-3, mu=0.9, trust=0.5):
+    """LARS / LSALR with momentum, written out per tensor with python-float rates. Documented order
+    (``rate_after_momentum=False``): d = r_t·(g + λp), v ← μv + d (v = d first), p ← p − η(d + μv | v). The other
+    reading of App. D's "learning rate for layer l": v ← μv + (g + λp), p ← p − η·r_t·(… | v)."""
+    m, x, y = _mlp()
+    ps, rates = list(m.parameters()), []
+    v = [None] * len(ps)
+    for _ in range(steps):
+        _grads(m, x, y)
+        with torch.no_grad():
+            rates.append([])
+            for i, p in enumerate(ps):
+                d = p.grad + wd * p
+                if kind == "lars":
+                    r = trust * float(p.norm()) / float(d.norm())
+                else:
+                    r = 1 + math.log(1 + 1 / float(d.norm()))
+                rates[-1].append(r)
+                u = d if rate_after_momentum else r * d
+                v[i] = u.clone() if v[i] is None else mu * v[i] + u
+                s = u + mu * v[i] if nesterov else v[i]
+                p -= lr * (r * s if rate_after_momentum else s)
+    return [p.detach() for p in ps], torch.tensor(rates, dtype=D)
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("kind", ["lars", "lsalr"])
+def test_layer_rate_is_applied_before_momentum(kind, nesterov):
+    """The *choice* of LayerwiseSGD (module docstring): r_t scales the decayed gradient before it enters the
+    momentum buffer (You et al. 2017's LARS), not the buffer. Momentum 0.9, several steps, rates recomputed and
+    changing every step (large steps: η = 0.2, trust 0.5 for LARS), compared with the hand-written update."""
+    m, x, y = _mlp()
+    p0 = [p.detach().clone() for p in m.parameters()]
+    kw = dict(lr=0.2, momentum=0.9, nesterov=nesterov, weight_decay=1e-3)
+    opt = LARS(m.parameters(), trust=0.5, **kw) if kind == "lars" else LSALR(m.parameters(), **kw)
+    for _ in range(5):
+        _grads(m, x, y)
+        opt.step()
+    want, rates = _layerwise_by_hand(kind, nesterov, rate_after_momentum=False)
+    other, _ = _layerwise_by_hand(kind, nesterov, rate_after_momentum=True)
+    assert len(want) == len(p0) > 4
+    assert (rates.std(0) / rates.mean(0)).min() > 0.01  # every tensor's rate changes from step to step
+    for p, w, o, q in zip(m.parameters(), want, other, p0):
+        assert torch.allclose(p.detach(), w, rtol=1e-10, atol=1e-13)
+        assert (o - w).norm() > 0.02 * (w - q).norm()  # the other order is far outside that tolerance
+
+
 @pytest.mark.parametrize("name", ["scale_amended_sgd", "lars", "lsalr"])
 def test_registry_builds_and_trains(name):
     torch.manual_seed(8)

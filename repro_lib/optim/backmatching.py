@@ -13,13 +13,32 @@ momentum, in PyTorch's momentum form:
 coupled L2 on every tensor (the supplement says "weight decay with coefficient 1e-3" for the baselines and
 5e-3 for scale-amended SGD, nothing more); ``weight_decay_mode="decoupled"`` is rejected.
 
+*choice* (order of rate and momentum): App. D only says each method "uses η·(…) as the learning rate for
+layer l" and that SGD has Nesterov momentum 0.9. Read literally as a per-layer learning rate it would be
+``p ← p − η·r_t·v`` with the buffer built from unscaled gradients; since ``r_t`` is recomputed every step, the
+two orders differ. We scale the gradient *before* it enters the buffer, as You et al. (2017)'s LARS does
+(their Algorithm 1: v ← m·v + γ·λ_l·(∇L + βw), the local rate λ_l inside the buffer), so each step's
+contribution to the buffer carries the rate of the step it was computed at; LSALR and scale-amended SGD use
+the same order. ``tests/test_backmatching.py::test_layer_rate_is_applied_before_momentum`` checks it against a
+hand-written update, and that the other order differs.
+
+*choice* (which δW): the supplement's ``δW_l`` is the back-propagated gradient of J (Eq. 13, Eq. 16); it
+does not say how the weight decay enters the LARS / LSALR rates. We take ``δW_l = ∇J + λW_l``, the vector the
+rate multiplies. For LARS this is You et al. (2017)'s treatment of weight decay up to the triangle
+inequality: their denominator ``‖∇L‖ + β‖w‖`` bounds ours, ``‖∇L + βw‖``, from above (equal when ∇L and w
+point the same way; for a BN-followed weight ∇L ⟂ w and the two differ by at most a factor √2). It keeps
+every LARS step at exactly ``η·trust·‖W_l‖`` before momentum, whereas with the plain ``‖∇J‖`` the
+weight-decay part ``r·λW_l`` of the step would grow without bound as ``∇J → 0``. LSALR uses the same
+``δW_l`` for consistency.
+
 * ``"scale_amended_sgd"``: ``r_p`` from Eq. (*) of :mod:`repro_lib.backmatching` (``layer_rates``), recomputed
   every step from the current weights. ``optimizer_kwargs``: ``norm`` ("ms" | "mean", how ‖·‖_{2,μ} is
   read; default "ms"), ``input_shape`` (per-sample input shape used to trace the chain; default
   ``(3, S, S)`` with ``S`` the dataset's image size). Parameters outside every traced block get ``r = 1``.
 * ``"lars"``: ``r_l = trust · ‖W_l‖₂/‖δW_l‖₂`` with ``δW_l = ∇J + λW_l`` (App. D: "η·‖W_l‖/‖δW_l‖", global
-  η = 2). *choice*: the supplement omits LARS's trust coefficient; without one, η = 2 moves every layer
-  by twice its norm per step, so we use You et al. (2017)'s ``trust = 1e-3`` (``optimizer_kwargs["trust"]``).
+  η = 2). *change to the supplement's formula*: App. D's LARS rate has no trust coefficient; without one,
+  η = 2 moves every layer by twice its norm per step, so we multiply by You et al. (2017)'s
+  ``trust = 1e-3`` (``optimizer_kwargs["trust"]``; ``trust=1`` gives App. D's formula as written).
   Every parameter tensor is a "layer"; where ``‖W_l‖`` or ``‖δW_l‖`` is 0 the ratio is 1 (apex LARC).
 * ``"lsalr"``: ``r_l = 1 + log(1 + 1/‖δW_l‖₂)`` (Singh et al. 2015; App. D, global η = 0.1), every tensor;
   ``r_l = 1`` where ``δW_l = 0``.
@@ -33,7 +52,9 @@ from .. import backmatching as bm
 
 
 class LayerwiseSGD(torch.optim.Optimizer):
-    """SGD with a per-tensor rate factor (module docstring). Subclasses implement ``rates``."""
+    """SGD with a per-tensor rate factor applied before momentum (module docstring: a *choice*).
+
+    Subclasses implement ``rates``; ``directions`` are the decayed gradients ``∇J + λp`` the rates multiply."""
 
     def __init__(self, params, lr: float, momentum: float = 0.0, nesterov: bool = False,
                  weight_decay: float = 0.0):
@@ -83,7 +104,7 @@ class LayerwiseSGD(torch.optim.Optimizer):
 
 
 class LARS(LayerwiseSGD):
-    """``r_l = trust · ‖W_l‖/‖δW_l‖`` (App. D; You et al. 2017 trust coefficient)."""
+    """``r_l = trust · ‖W_l‖/‖δW_l‖``, ``δW_l = ∇J + λW_l`` (App. D with You et al. 2017's trust coefficient added)."""
 
     def __init__(self, params, lr, momentum=0.0, nesterov=False, weight_decay=0.0, trust: float = 1e-3):
         self.trust = trust
@@ -97,7 +118,7 @@ class LARS(LayerwiseSGD):
 
 
 class LSALR(LayerwiseSGD):
-    """``r_l = 1 + log(1 + 1/‖δW_l‖)`` (App. D; Singh et al. 2015)."""
+    """``r_l = 1 + log(1 + 1/‖δW_l‖)``, ``δW_l = ∇J + λW_l`` (App. D; Singh et al. 2015)."""
 
     def rates(self, group, params, directions):
         g = torch.stack(torch._foreach_norm(directions))

@@ -29,14 +29,18 @@ Settings (Appendix E.2, "standard settings" of He et al. 2016 with the cosine sc
   2018) for every optimizer (paper notation) and label smoothing 0.1 (its usual value).
 * Table 2's weight decays: E.2 states 1e-4 for all optimizers (``wd_source="E.2"``, the default), but the captions
   of Figs. F.2 / F.4 say the Table 2 runs of SGDP used 1e-5 and of AdamP 1e-6 (``wd_source="F"``).
+* Initialization: "standard settings" of He et al. 2016, i.e. torchvision's: the timm ResNets are built with
+  ``zero_init_last=False`` (every BN weight starts at 1; timm's default zeroes each residual branch's last BN),
+  MobileNetV2 as timm defines it (BN weights 1); see ``repro_lib.models.timm_models``.
 * Table 1's "norm" is not defined further than "norm of the scale-invariant weights"; we log the tracker's norm
   of the concatenation of all scale-invariant tensors (``weight_norm``) and the mean per-tensor norm; neither
   matches the paper's absolute scale (≈1.3 at epoch 1), so compare the change Norm^last − Norm¹ in relative terms.
 
-Two kinds of rows cannot run yet and are declared, not silently dropped: the **Adam** column (no coupled-L2
-``"adam"`` optimizer is registered in ``repro_lib.optim``) and **ResNet-50 + CutMix** (``fit_imagefolder`` has no
-CutMix hook; ``repro_lib.cutmix`` holds the batched op). Each becomes runnable automatically once the registry
-holds ``"adam"`` / ``ImageFolderConfig`` has a ``cutmix_prob`` field.
+Every row of Tables 1 and 2 runs under the ``gpu`` / ``paper`` profiles: the **Adam** column is
+``repro_lib.optim``'s ``"adam"`` (``torch.optim.Adam``, coupled L2) and **ResNet-50 + CutMix** (150 epochs, E.2)
+sets ``cutmix_prob=1.0``, ``cutmix_beta=1.0`` (``repro_lib.cutmix``: the CutMix paper's ImageNet recipe, since
+neither Table 2 nor E.2 gives CutMix's settings); every other row has ``cutmix_prob=0``. Only the ``cpu`` profile
+declares its rows unavailable (``PlannedRun.reason``; ImageNet does not fit a CPU).
 """
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cutmix import CUTMIX_BETA, CUTMIX_PROB
 from .distributed import REFERENCE_IMAGES_PER_GPU_SECOND, ImageFolderConfig
 from .models import timm_imagenet  # noqa: F401  (registers resnet18_imagenet)
 
@@ -141,22 +146,10 @@ def optimizer_settings(optimizer: str, model_label: str, wd_paper: float | None 
                 label_smoothing=MOBILENET_SETTINGS["label_smoothing"] if mobile else 0.0)
 
 
-def blockers(optimizer: str, cutmix: bool) -> list[str]:
-    """Why a row cannot run with the current library (empty: it can)."""
-    from . import optim
-
-    out = []
-    if optimizer not in optim.list_optimizers():
-        out.append(f"no {optimizer!r} optimizer registered in repro_lib.optim (coupled-L2 torch.optim.Adam)")
-    if cutmix and "cutmix_prob" not in ImageFolderConfig.__dataclass_fields__:
-        out.append("fit_imagefolder has no CutMix hook yet (ImageFolderConfig.cutmix_prob; see repro_lib.cutmix)")
-    return out
-
-
 @dataclass
 class PlannedRun:
-    """One row (one seed) of Table 1 or 2: the paper's labels and the config that trains it (``config`` None and
-    ``reason`` set when it cannot run)."""
+    """One row (one seed) of Table 1 or 2: the paper's labels and the config that trains it (``reason`` set when
+    the profile declares it unavailable: the ``cpu`` profile)."""
 
     table: str  # "table1" | "table2"
     model: str  # the paper's architecture label
@@ -164,12 +157,12 @@ class PlannedRun:
     wd_paper: float  # weight decay in the paper's notation
     cutmix: bool
     seed: int
-    config: ImageFolderConfig | None
+    config: ImageFolderConfig
     reason: str = ""
 
     @property
     def runnable(self) -> bool:
-        return self.config is not None and not self.reason
+        return not self.reason
 
 
 @dataclass
@@ -188,6 +181,7 @@ class Plan:
         return out
 
     def blocked(self) -> list[PlannedRun]:
+        """The rows the profile declares unavailable (every row of ``cpu``; none of the others)."""
         return [r for r in self.runs if not r.runnable]
 
 
@@ -195,10 +189,7 @@ def _config(sizes, model_label, optimizer, wd_paper, cutmix, epochs, seed, profi
     model = sizes["model_map"].get(model_label, TABLE2_MODELS[model_label][0])
     fields = {**sizes["base"], **optimizer_settings(optimizer, model_label, wd_paper), "model": model,
               "num_epochs": epochs, "seed": seed, "profile": profile, **sizes["size"]}
-    if cutmix and "cutmix_prob" in ImageFolderConfig.__dataclass_fields__:
-        from .cutmix import CUTMIX_BETA, CUTMIX_PROB
-
-        fields.update(cutmix_prob=CUTMIX_PROB, cutmix_beta=CUTMIX_BETA)
+    fields.update(cutmix_prob=CUTMIX_PROB if cutmix else 0.0, cutmix_beta=CUTMIX_BETA)
     fields.update({k: v for k, v in overrides.items() if v not in (None, "", 0)})
     return ImageFolderConfig.from_dict(fields)
 
@@ -218,11 +209,9 @@ def plan(profile: str, seed: int = 0, wd_source: str = "E.2", **overrides) -> Pl
 
     def add(table, label, opt, wd, cutmix, epochs):
         for s in sizes["seeds"]:
-            why = blockers(opt, cutmix)
-            cfg = None if why else _config(sizes, label, opt, wd, cutmix, epochs, seed + s, profile, overrides)
-            if not sizes["runnable"]:
-                why = [sizes["reason"], *why]
-            runs.append(PlannedRun(table, label, opt, wd, cutmix, seed + s, cfg, "; ".join(why)))
+            cfg = _config(sizes, label, opt, wd, cutmix, epochs, seed + s, profile, overrides)
+            runs.append(PlannedRun(table, label, opt, wd, cutmix, seed + s, cfg,
+                                   "" if sizes["runnable"] else sizes["reason"]))
 
     rows1 = TABLE1_ROWS if sizes["table1_rows"] is None else [tuple(r) for r in sizes["table1_rows"]]
     for opt, wd in rows1:
@@ -242,23 +231,17 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 
 
 def gpu_hours(p: Plan, include_blocked: bool = True) -> float:
-    """Σ N·epochs / reference throughput over the distinct runs (blocked rows counted with the config they
-    would have; CutMix costs nothing extra), in GPU-hours at 224 px, ImageNet-1k's N when ``n == 0``."""
+    """Σ N·epochs / reference throughput over the distinct runs (rows the profile declares unavailable counted
+    unless ``include_blocked=False``; CutMix costs nothing extra), in GPU-hours at 224 px, ImageNet-1k's N when
+    ``n == 0``. The throughput is the paper's model's (``TABLE2_MODELS``), also when a profile maps it to another."""
     total, seen = 0.0, set()
     for r in p.runs:
-        if not include_blocked and not r.runnable:
+        if (not include_blocked and not r.runnable) or r.config.hash in seen:
             continue
-        label = r.model
-        model = TABLE2_MODELS[label][0]
-        epochs = r.config.num_epochs if r.config is not None else TABLE2_MODELS[label][1]
-        n = (r.config.n if r.config is not None else 0) or IMAGENET_TRAIN_IMAGES
-        size = r.config.image_size if r.config is not None else 224
-        key = (r.config.hash if r.config is not None else (label, r.optimizer, r.wd_paper, r.cutmix, r.seed))
-        if key in seen:
-            continue
-        seen.add(key)
-        ips = IMAGES_PER_GPU_SECOND.get(model, 1000.0) * (224 / size) ** 2
-        total += n * epochs / ips
+        seen.add(r.config.hash)
+        n = r.config.n or IMAGENET_TRAIN_IMAGES
+        ips = IMAGES_PER_GPU_SECOND.get(TABLE2_MODELS[r.model][0], 1000.0) * (224 / r.config.image_size) ** 2
+        total += n * r.config.num_epochs / ips
     return total / 3600
 
 
@@ -286,7 +269,7 @@ def results_frame(p: Plan, results: dict[str, dict]) -> "pd.DataFrame":  # noqa:
     for r in p.runs:
         res = results.get(r.config.hash) if r.runnable else None
         row = dict(table=r.table, model=r.model, optimizer=r.optimizer, weight_decay=r.wd_paper, cutmix=r.cutmix,
-                   seed=r.seed, status=res["status"] if res else ("blocked" if r.reason else "not run"),
+                   seed=r.seed, status=res["status"] if res else ("unavailable" if r.reason else "not run"),
                    reason=r.reason, test_acc=res["test_acc"] if res else math.nan,
                    epochs=res.get("epochs_run") if res else math.nan,
                    **_norms(res.get("history", []) if res else []))

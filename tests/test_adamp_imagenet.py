@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from repro_lib import adamp_imagenet as A
-from repro_lib.distributed import ImageFolderConfig
 from repro_lib.models import create
 
 
@@ -40,8 +39,6 @@ def test_paper_profile_equals_appendix_e2():
         by.setdefault((r.table, r.model, r.optimizer, r.wd_paper, r.cutmix), []).append(r)
     assert all(len(v) == 3 for v in by.values())  # three seeds (Appendix H)
     for r in p.runs:
-        if r.config is None:
-            continue
         c = r.config
         assert (c.dataset, c.image_size, c.n, c.schedule) == ("imagenet", 224, 0, "cosine")
         if r.model == "mobilenetv2":
@@ -75,17 +72,68 @@ def test_paper_profile_equals_appendix_e2():
     assert 500 < A.gpu_hours(p) < 10000
 
 
-def test_blocked_rows_are_declared():
-    p = A.plan("gpu")
-    for r in p.runs:
-        expect_blocked = (r.optimizer == "adam" and "adam" not in __import__("repro_lib.optim").optim
-                          .list_optimizers()) or (r.cutmix and "cutmix_prob" not in
-                                                  ImageFolderConfig.__dataclass_fields__)
-        assert (not r.runnable) == expect_blocked
-        assert bool(r.reason) == expect_blocked
+def _tiny_bn_net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, bias=False), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 3))
+
+
+@pytest.mark.parametrize("profile", ["gpu", "paper"])
+def test_every_table_row_runs(profile):
+    """Every row of Tables 1-2 (Adam column and ResNet-50 + CutMix included) has a config that fit_imagefolder
+    can use: registered model, optimizer built from the config's kwargs, schedule, one optimizer step."""
+    from repro_lib.models import list_models
+    from repro_lib.optim import build_optimizer
+    from repro_lib.schedules import build_schedule
+
+    p = A.plan(profile)
+    assert p.runs and not p.blocked()
+    assert {(r.table, r.model, r.optimizer) for r in p.runs} >= {("table2", m, o) for m in A.TABLE2_MODELS
+                                                                 for o in A.TABLE2_OPTIMIZERS}
+    x, y = torch.randn(4, 3, 8, 8), torch.tensor([0, 1, 2, 0])
+    for cfg in {r.config.hash: r.config for r in p.runs if r.runnable}.values():
+        assert cfg.model in list_models()
+        model = _tiny_bn_net()
+        opt = build_optimizer(cfg, model)
+        sched = build_schedule(cfg, steps_per_epoch=10)
+        assert sched.lr(0) == pytest.approx(cfg.lr)
+        before = [q.detach().clone() for q in model.parameters()]
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        sched.apply(opt, 0)
+        opt.step()
+        assert all(torch.isfinite(q).all() for q in model.parameters())
+        assert any(not torch.equal(a, q) for a, q in zip(before, model.parameters())), cfg.optimizer
+    assert all(r.reason == "" for r in p.runs)
+
+
+def test_cutmix_only_on_the_papers_cutmix_row():
+    """Table 2's "ResNet50 + CutMix" row (E.2: 150 epochs) is the only one trained with CutMix, at probability 1
+    and β = 1 (the CutMix paper's ImageNet recipe); every other row of Tables 1-2 has cutmix_prob = 0."""
+    from repro_lib import paper
+
+    ref = paper.table("adamp_table2")
+    paper_cutmix = {(f"{m}+cutmix" if c else m, o) for m, o, c in zip(ref.model, ref.optimizer, ref.cutmix) if c}
+    assert paper_cutmix == {("resnet50+cutmix", o) for o in A.TABLE2_OPTIMIZERS}
+    for profile in ("gpu", "paper"):
+        runs = A.plan(profile).runs
+        cut = {(r.model, r.optimizer) for r in runs if r.config.cutmix_prob > 0}
+        assert cut == paper_cutmix
+        for r in runs:
+            c = r.config
+            assert r.cutmix == (r.table == "table2" and (r.model, r.optimizer) in paper_cutmix)
+            assert c.cutmix_prob == (1.0 if r.cutmix else 0.0)
+            if r.cutmix:
+                assert c.cutmix_beta == 1.0 and c.model == "resnet50" and c.num_epochs == 150
+
+
+def test_cpu_profile_is_declared_unavailable():
     cpu = A.plan("cpu")
-    assert cpu.runs and not any(r.runnable for r in cpu.runs)
+    assert cpu.runs and not any(r.runnable for r in cpu.runs) and cpu.blocked() == cpu.runs
     assert all("adamp_cifar" in r.reason for r in cpu.runs)
+    assert not cpu.configs() and A.gpu_hours(cpu, include_blocked=False) == 0
+    assert A.gpu_hours(cpu) == pytest.approx(A.gpu_hours(A.plan("gpu")))
+    df = A.results_frame(cpu, {})
+    assert set(df.status) == {"unavailable"}
 
 
 def test_smoke_plan_is_tiny_and_bad_parameters_raise():

@@ -111,6 +111,22 @@ def test_densenet100_architecture():
         create("densenet100", 10, depth=50)
 
 
+@pytest.mark.parametrize("name", ["resnet18_imagenet", "resnet50", "mobilenetv2_100"])
+def test_timm_imagenet_nets_have_torchvision_bn_init(name):
+    """AdamP (Heo et al. 2021) Table 1/2 nets start as torchvision / He et al. 2016: every BN weight 1, bias 0 --
+    no zero-init of the last BN of a residual branch (timm's ResNet default ``zero_init_last=True``)."""
+    from repro_lib.models import timm_imagenet, timm_models  # noqa: F401  (register the timm models)
+
+    m = create(name, num_classes=10)
+    bns = [(n, b) for n, b in m.named_modules() if isinstance(b, nn.modules.batchnorm._BatchNorm)]
+    assert len(bns) > 10
+    for n, b in bns:
+        assert torch.all(b.weight == 1) and torch.all(b.bias == 0), n
+    if name.startswith("resnet"):  # the caller can still ask for timm's zero-init explicitly
+        z = create(name, num_classes=10, zero_init_last=True)
+        assert torch.all(z.layer1[0].get_submodule("bn3" if name == "resnet50" else "bn2").weight == 0)
+
+
 # ---------------------------------------------------------------- Lemma 1 (Eq. 28-29)
 
 

@@ -14,6 +14,15 @@ a K-rank DDP run equals a 1-rank run exactly — used by the distributed tests a
 
 ``scale_invariant=True`` is rejected (these papers use the unmodified timm nets); ``width`` and ``ghost_batch``
 (the CIFAR models' options) are ignored: the timm architecture fixes its widths.
+
+**Initialization.** timm's ResNets zero-initialize the last BatchNorm weight of every residual branch by default
+(``zero_init_last=True``, Goyal et al. 2017), which torchvision (``zero_init_residual=False``) and He et al. 2016
+do not. The AdamP paper trains ResNet with "the training hyperparameters in (He et al., 2016)" (Sec. 4.1, App.
+E.2) and says nothing about zero-init, so we build ``resnet50`` (and ``resnet18_imagenet``) with
+``zero_init_last=False`` (:data:`TIMM_DEFAULTS`): every BN weight starts at 1, as in torchvision. Zero-init would
+also change Table 1's norms and make the first gradient of each block's last conv exactly zero. timm's
+MobileNetV2 / EfficientNet (TF-style ``_init_weight_goog``: BN weight 1, conv N(0, 2/fan_out)) have no such
+option and zero nothing; they are built as timm defines them. A caller's explicit ``zero_init_last`` wins.
 """
 from __future__ import annotations
 
@@ -94,6 +103,11 @@ def conv_bn_weight_names(model: nn.Module, method: str = "auto") -> list[str]:
     return [n for n, _ in model.named_parameters() if n.endswith(".weight") and n[: -len(".weight")] in convs]
 
 
+#: timm architecture -> ``create_model`` keyword defaults (see "Initialization" in the module docstring):
+#: the ResNets without timm's zero-init of each residual branch's last BN (torchvision / He et al. 2016 init).
+TIMM_DEFAULTS: dict[str, dict] = {"resnet18": dict(zero_init_last=False), "resnet50": dict(zero_init_last=False)}
+
+
 def _timm(name: str, num_classes: int, scale_invariant: bool, **kw) -> nn.Module:
     import timm
 
@@ -101,6 +115,7 @@ def _timm(name: str, num_classes: int, scale_invariant: bool, **kw) -> nn.Module
         raise ValueError(f"scale_invariant: {name} is the unmodified timm network (scale_invariant=False)")
     kw.pop("width", None)
     kw.pop("ghost_batch", None)
+    kw = {**TIMM_DEFAULTS.get(name, {}), **kw}
     model = timm.create_model(name, pretrained=False, num_classes=num_classes, **kw)
     model.scale_invariant_names = conv_bn_weight_names(model)
     return model

@@ -25,14 +25,17 @@ from .optim.adamp import AdamP, scale_invariance_test
 from .optim.sgdp import SGDP
 
 # ----------------------------------------------------------------------------------------------------- optimizers
-TOY_OPTIMIZERS = ("gd", "sgd", "sgd_wd", "sgdp", "adam", "adamw", "adamp")
+TOY_OPTIMIZERS = ("gd", "sgd", "sgd_wd", "sgdp", "sgdp_inplace", "adam", "adamw", "adamp")
 
 
 def make_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0):
     """The toy optimizers. ``gd``: no momentum; ``sgd``: torch SGD with (PyTorch-form) momentum; ``sgd_wd``:
     the same with coupled L2 ``weight_decay`` (torch's convention; the paper's "momentum GD + WD" does not say
-    which form); ``sgdp``: SGDP (authors' in-place buffer projection); ``adam``/``adamw``/``adamp``: β1 =
-    ``momentum``, β2 = 0.999, AdamW/AdamP decoupled decay ×lr. δ = 0.1, wd_ratio = 0.1 as in the paper."""
+    which form); ``sgdp``: SGDP as the paper's Algorithm 1 (the step is the projected copy q_t = Π(p_t), the
+    momentum buffer p_t is kept whole; ``project_momentum_buffer=False``); ``sgdp_inplace``: the authors' code
+    (the buffer itself is projected; ``project_momentum_buffer=True``) — the two differ here because the toys
+    use heavy-ball momentum without Nesterov; ``adam``/``adamw``/``adamp``: β1 = ``momentum``, β2 = 0.999,
+    AdamW/AdamP decoupled decay ×lr. δ = 0.1, wd_ratio = 0.1 as in the paper."""
     betas = (momentum, 0.999)
     if name == "gd":
         return torch.optim.SGD(params, lr=lr)
@@ -40,8 +43,9 @@ def make_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_d
         return torch.optim.SGD(params, lr=lr, momentum=momentum)
     if name == "sgd_wd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    if name == "sgdp":
-        return SGDP(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if name in ("sgdp", "sgdp_inplace"):
+        return SGDP(params, lr=lr, momentum=momentum, weight_decay=weight_decay,
+                    project_momentum_buffer=name == "sgdp_inplace")
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, betas=betas)
     if name == "adamw":
@@ -97,10 +101,12 @@ def toy2d(opt_name: str, lr: float, iters: int, momentum: float = 0.9) -> pd.Dat
     return _run(toy2d_loss, W0_2D, opt_name, lr, iters, momentum)
 
 
-def toy2d_table(lr: float, iters: int, momenta=(0.9, 0.95, 0.99)) -> pd.DataFrame:
-    """Max weight norm and final cos(w, w*) for GD, GD+momentum at each momentum, and SGDP at each momentum."""
+def toy2d_table(lr: float, iters: int, momenta=(0.9, 0.95, 0.99),
+                projected=("sgdp", "sgdp_inplace")) -> pd.DataFrame:
+    """Max weight norm and final cos(w, w*) for GD, GD+momentum at each momentum, and each ``projected`` method
+    (SGDP as Algorithm 1, and the authors' in-place variant) at each momentum."""
     rows = []
-    runs = [("gd", 0.0)] + [("sgd", m) for m in momenta] + [("sgdp", m) for m in momenta]
+    runs = [("gd", 0.0)] + [(name, m) for name in ("sgd",) + tuple(projected) for m in momenta]
     for name, m in runs:
         df = toy2d(name, lr, iters, m)
         hit = np.nonzero(-df["loss"].to_numpy() > 0.99)[0]
@@ -195,10 +201,10 @@ def scale_invariant_quadratic(d: int, seed: int = 0) -> Callable[[torch.Tensor],
 def lemma_check(f: Callable[[torch.Tensor], torch.Tensor], w0: torch.Tensor, lr: float, beta: float,
                 iters: int, project: bool = False) -> pd.DataFrame:
     """Run Eq. 7 (p_t = β p_{t−1} + ∇f(w_t), w_{t+1} = w_t − η p_t; β = 0 is vanilla GD, Eq. 3) on a
-    scale-invariant f, or its projected form (Eq. 11, q_t = Π_{w_t}(p_t) as the step, p_t itself kept as
-    the authors' SGDP does with the buffer projected in place when ``project``), and record per step
-    |w_{t+1}|² together with the right-hand sides of Eq. 6 (|w_t|² + η²|step_t|²) and Eq. 8
-    (|w_t|² + η²|p_t|² + 2η² Σ_{k<t} β^{t−k} |p_k|²)."""
+    scale-invariant f, or, with ``project``, Algorithm 1 (the step is q_t = Π_{w_t}(p_t), Eq. 10–11, while the
+    momentum p_t is kept whole), and record per step |w_{t+1}|² together with the right-hand sides of Eq. 6 /
+    Eq. 12 (|w_t|² + η²|step_t|², step = p_t or q_t), Eq. 8 (|w_t|² + η²|p_t|² + 2η² Σ_{k<t} β^{t−k} |p_k|²;
+    momentum only) and Eq. 12's bound |w_t|² + η²|p_t|²."""
     w = w0.clone().to(torch.float64)
     p = torch.zeros_like(w)
     sq = []  # |p_k|²
@@ -207,15 +213,14 @@ def lemma_check(f: Callable[[torch.Tensor], torch.Tensor], w0: torch.Tensor, lr:
         wg = w.clone().requires_grad_(True)
         (g,) = torch.autograd.grad(f(wg), wg)
         p = beta * p + g
-        if project:
-            p = p - (w @ p) * w / (w @ w)
+        step = p - (w @ p) * w / (w @ w) if project else p
         sq.append(float(p @ p))
-        w_next = w - lr * p
+        w_next = w - lr * step
         n2 = float(w @ w)
         acc = sum(beta ** (t - k) * sq[k] for k in range(t))
-        rows.append(dict(t=t, norm2_next=float(w_next @ w_next), eq6_rhs=n2 + lr ** 2 * sq[t],
-                         eq8_rhs=n2 + lr ** 2 * sq[t] + 2 * lr ** 2 * acc, w_dot_p=float(w @ p),
-                         w_dot_p_pred=-lr * acc))
+        rows.append(dict(t=t, norm2_next=float(w_next @ w_next), eq6_rhs=n2 + lr ** 2 * float(step @ step),
+                         eq8_rhs=n2 + lr ** 2 * sq[t] + 2 * lr ** 2 * acc, eq12_bound=n2 + lr ** 2 * sq[t],
+                         w_dot_p=float(w @ p), w_dot_p_pred=-lr * acc))
         w = w_next
     return pd.DataFrame(rows)
 
@@ -259,6 +264,21 @@ def is_on_geodesic_arc(w: torch.Tensor, p: torch.Tensor, lr: float) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------------- real networks
+def _cos_rows(step: int, named, si: set, extra: dict | None = None) -> list[dict]:
+    """The Eq. 11 statistics of the gradients currently in ``named`` [(name, param)], one row per tensor."""
+    ps = [p.detach() for _, p in named]
+    res = scale_invariance_test(ps, [p.grad for _, p in named], delta=0.1, eps=1e-8)
+    rows = []
+    for k, (n, p) in enumerate(named):
+        d = p[0].numel()
+        rows.append(dict(step=step, **(extra or {}), name=n, scale_invariant=n in si, rows=p.shape[0], row_len=d,
+                         cos_channel_max=float(res["cos_channel_max"][k]), cos_layer=float(res["cos_layer"][k]),
+                         # Eq. 11's thresholds are δ/√d: the statistic to compare with δ is |cos|·√d
+                         channel_score=float(res["cos_channel_max"][k]) * math.sqrt(d),
+                         layer_score=float(res["cos_layer"][k]) * math.sqrt(p.numel())))
+    return rows
+
+
 def cos_statistics(model: nn.Module, scale_invariant_names: Iterable[str], loss_fn, batches,
                    step_fn=None) -> pd.DataFrame:
     """Appendix C: for each batch, the |cos(grad, w)| of every ``ndim > 1`` parameter — channel-wise maximum
@@ -271,46 +291,68 @@ def cos_statistics(model: nn.Module, scale_invariant_names: Iterable[str], loss_
     for step, (x, y) in enumerate(batches):
         model.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
-        ps = [p.detach() for _, p in named]
-        res = scale_invariance_test(ps, [p.grad for _, p in named], delta=0.1, eps=1e-8)
-        for k, (n, p) in enumerate(named):
-            d = p[0].numel()
-            rows.append(dict(step=step, name=n, scale_invariant=n in si, rows=p.shape[0], row_len=d,
-                             cos_channel_max=float(res["cos_channel_max"][k]), cos_layer=float(res["cos_layer"][k]),
-                             # Eq. 11's thresholds are δ/√d: the statistic to compare with δ is |cos|·√d
-                             channel_score=float(res["cos_channel_max"][k]) * math.sqrt(d),
-                             layer_score=float(res["cos_layer"][k]) * math.sqrt(p.numel())))
+        rows += _cos_rows(step, named, si)
         if step_fn is not None:
             step_fn()
     return pd.DataFrame(rows)
 
 
 def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weight_decay: float = 0.0,
-                  delta: float = 0.1) -> pd.DataFrame:
-    """Appendix C / Table B.1 measurement: train ``model`` with AdamP (decoupled wd ×lr) for ``steps`` batches
-    drawn from the iterable ``batches`` of (x, y), recording ``cos_statistics`` of every ``ndim > 1`` tensor
-    before each step (labels from ``model.scale_invariant_names``; the paper measured during ImageNet
-    training of ResNet-18 with AdamP)."""
+                  delta: float = 0.1, schedule: str = "constant", record_every: int = 1,
+                  progress: bool = False) -> pd.DataFrame:
+    """Appendix C / Table B.1 measurement ("Based on ImageNet training with ResNet18"): train ``model`` with
+    AdamP (β = (0.9, 0.999), ε = 1e-8, decoupled wd ×lr as torch's AdamW: Table 2's "wd 1e-4" at lr 1e-3 is
+    ``weight_decay=0.1``) for ``steps`` batches drawn from the iterable ``batches`` of (x, y), the LR
+    ``schedule`` ("constant", or "cosine": per-iteration cosine annealing to 0 over the ``steps``, Sec. 4.1 /
+    Appendix E.2) and record the ``cos_statistics`` of every ``ndim > 1`` tensor on the gradient of every
+    ``record_every``-th step (and the last one) before that step is taken (labels from
+    ``model.scale_invariant_names``). The paper does not say at which steps its statistics were taken; sampling
+    at regular intervals over the whole run is our reading. Rows carry the step and its LR."""
     import itertools
 
+    from .schedules import Constant, Cosine
+
+    if schedule not in ("constant", "cosine"):
+        raise ValueError(f"schedule: {schedule!r} is not 'constant' or 'cosine'")
+    if steps < 1 or record_every < 1:
+        raise ValueError(f"steps ({steps}) and record_every ({record_every}) must be >= 1")
     model.train()
     opt = AdamP(model.parameters(), lr=lr, weight_decay=weight_decay, delta=delta)
+    sched = Cosine(lr, steps) if schedule == "cosine" else Constant(lr)
+    si = set(model.scale_invariant_names)
+    named = [(n, p) for n, p in model.named_parameters() if p.ndim > 1 and p.requires_grad]
+    rows = []
     taken = itertools.islice(iter(batches), steps)  # lazily: ImageNet batches are not all kept in memory
-    return cos_statistics(model, model.scale_invariant_names, nn.functional.cross_entropy, taken, step_fn=opt.step)
+    for step, (x, y) in enumerate(taken):
+        sched.apply(opt, step)
+        model.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(model(x), y).backward()
+        if step % record_every == 0 or step == steps - 1:
+            rows += _cos_rows(step, named, si, dict(lr=opt.param_groups[0]["lr"]))
+            if progress and step % (record_every * 100) == 0:
+                print(f"step {step}/{steps}", flush=True)
+        opt.step()
+    return pd.DataFrame(rows)
 
 
 # Table B.1 / Appendix C measurement sizes per profile (data, not branches). ``source``: "tensors" reads a
 # repro_lib.data dataset into memory (CIFAR ResNet-18); "imagefolder" streams ImageNet with the paper's model
-# (timm ResNet-18, 224 px, RandomResizedCrop + flip) as the paper measured it.
+# (timm ResNet-18, 224 px, RandomResizedCrop + flip) as the paper measured it. Every profile trains with Table 2's
+# AdamP recipe (Appendix E.2: lr 1e-3, wd 1e-4 in AdamW notation = torch weight_decay 0.1, batch 256 on ImageNet,
+# cosine annealing over the whole run; E.2's 1e-4, not the 1e-6 of the Fig. F.4 caption, as ``adamp_imagenet``'s
+# default ``wd_source="E.2"``); they differ in data, model width and the length of the run, which the cosine is
+# compressed to. ``paper``: 100 epochs of ImageNet-1k = 100 × ⌈1,281,167 / 256⌉ = 500,500 steps (the
+# loader keeps the last, short batch of each epoch), statistics every 250 steps (2,003 samples per tensor).
+_ADAMP_RECIPE = dict(lr=1e-3, weight_decay=0.1, schedule="cosine")
 DELTA_SIZES = {
     "smoke": dict(source="tensors", model="resnet18", synthetic=True, width=4, image_size=32, n=256,
-                  batch_size=32, steps=4, lr=1e-3, weight_decay=0.0),
+                  batch_size=32, steps=4, record_every=1, **_ADAMP_RECIPE),
     "cpu": dict(source="tensors", model="resnet18", synthetic=False, width=16, image_size=32, n=5000,
-                batch_size=128, steps=40, lr=1e-3, weight_decay=0.0),
+                batch_size=128, steps=40, record_every=1, **_ADAMP_RECIPE),
     "gpu": dict(source="imagefolder", model="resnet18_imagenet", synthetic=False, width=64, image_size=224,
-                n=0, batch_size=256, steps=500, lr=1e-3, weight_decay=0.0),
+                n=0, batch_size=256, steps=5005, record_every=5, **_ADAMP_RECIPE),
     "paper": dict(source="imagefolder", model="resnet18_imagenet", synthetic=False, width=64, image_size=224,
-                  n=0, batch_size=256, steps=5000, lr=1e-3, weight_decay=0.0),
+                  n=0, batch_size=256, steps=500_500, record_every=250, **_ADAMP_RECIPE),
 }
 
 

@@ -51,8 +51,9 @@ def _max_rel_err(a, b):
 @pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
 @pytest.mark.parametrize("delta", [0.02, 0.1, 1.0])
 def test_sgdp_matches_timm(nesterov, weight_decay, delta):
+    """The default SGDP (the paper's Algorithm 1: buffer kept, projected copy as the step) is timm's SGDP."""
     kw = dict(lr=0.1, momentum=0.9, nesterov=nesterov, weight_decay=weight_decay, delta=delta)
-    a, b = _lockstep(timm.optim.SGDP, kw, SGDP, dict(kw, project_momentum_buffer=False))
+    a, b = _lockstep(timm.optim.SGDP, kw, SGDP, kw)
     assert _max_rel_err(a, b) < 1e-6
 
 
@@ -67,11 +68,15 @@ def test_adamp_matches_timm(nesterov, weight_decay, delta):
 
 class _AuthorsSGDP(torch.optim.Optimizer):
     """The authors' (clovaai/AdamP) SGDP loop: without Nesterov the momentum buffer itself is projected, since
-    timm's ``projection`` updates ``perturb`` in place and here ``perturb`` *is* the buffer."""
+    timm's ``projection`` updates ``perturb`` in place and here ``perturb`` *is* the buffer. ``copy=True`` turns
+    it into the paper's Algorithm 1 as written (p_t ← βp_{t−1} + ∇f_t; q_t = Π(p_t) by Eq. 11; w ← w − ηq_t):
+    the step is projected, the buffer p_t is not."""
 
-    def __init__(self, params, lr, momentum, weight_decay, nesterov, delta=0.1, wd_ratio=0.1, eps=1e-8):
+    def __init__(self, params, lr, momentum, weight_decay, nesterov, delta=0.1, wd_ratio=0.1, eps=1e-8,
+                 copy=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov,
                                       delta=delta, wd_ratio=wd_ratio, eps=eps))
+        self.copy = copy
 
     @torch.no_grad()
     def step(self):
@@ -80,12 +85,24 @@ class _AuthorsSGDP(torch.optim.Optimizer):
                 st = self.state[p]
                 buf = st.setdefault("momentum", torch.zeros_like(p))
                 buf.mul_(gr["momentum"]).add_(p.grad)
-                d = p.grad + gr["momentum"] * buf if gr["nesterov"] else buf
+                d = p.grad + gr["momentum"] * buf if gr["nesterov"] else (buf.clone() if self.copy else buf)
                 r = 1.0
                 if p.ndim > 1:
                     d, r = timm_projection(p, p.grad, d, gr["delta"], gr["wd_ratio"], gr["eps"])
                 p.mul_(1 - gr["lr"] * gr["weight_decay"] * r / (1 - gr["momentum"]))
                 p.add_(d, alpha=-gr["lr"])
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
+def test_sgdp_default_is_algorithm_1(weight_decay):
+    """Without Nesterov (where the choice matters) the default SGDP is the paper's Algorithm 1 written out
+    (projected copy as the step, buffer kept), and not the authors' in-place projection."""
+    kw = dict(lr=0.1, momentum=0.9, nesterov=False, weight_decay=weight_decay)
+    assert SGDP([torch.zeros(2, 2)], lr=0.1).defaults["project_momentum_buffer"] is False
+    a, b = _lockstep(_AuthorsSGDP, dict(kw, copy=True), SGDP, kw)
+    assert _max_rel_err(a, b) < 1e-6
+    a, b = _lockstep(_AuthorsSGDP, kw, SGDP, kw)
+    assert _max_rel_err(a, b) > 1e-3
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
@@ -98,7 +115,7 @@ def test_sgdp_project_momentum_buffer_choice(weight_decay):
     a, b = _lockstep(timm.optim.SGDP, kw, SGDP, dict(kw, project_momentum_buffer=True))
     assert _max_rel_err(a, b) > 1e-3
     kw["nesterov"] = True
-    a, b = _lockstep(_AuthorsSGDP, kw, SGDP, dict(kw, project_momentum_buffer=False))
+    a, b = _lockstep(_AuthorsSGDP, kw, SGDP, kw)  # default (Algorithm 1) = authors' code under Nesterov
     assert _max_rel_err(a, b) < 1e-6
 
 
@@ -189,10 +206,12 @@ def test_registry_builders():
 
     model = _cnn()
     cfg = RunConfig(optimizer="sgdp", lr=0.1, weight_decay=1e-4, weight_decay_mode="decoupled", nesterov=True,
-                    optimizer_kwargs={"delta": 0.05, "project_momentum_buffer": False})
+                    optimizer_kwargs={"delta": 0.05})
     opt = build_optimizer(cfg, model)
     assert isinstance(opt, SGDP) and opt.defaults["delta"] == 0.05 and opt.defaults["nesterov"]
-    assert not opt.defaults["project_momentum_buffer"]
+    assert opt.defaults["project_momentum_buffer"] is False  # Algorithm 1 unless asked otherwise
+    inplace = cfg.replace(optimizer_kwargs={"project_momentum_buffer": True})
+    assert build_optimizer(inplace, model).defaults["project_momentum_buffer"] is True
     assert isinstance(build_optimizer(cfg.replace(optimizer="adamp", optimizer_kwargs={}), model), AdamP)
     adamw = build_optimizer(cfg.replace(optimizer="adamw", nesterov=False, optimizer_kwargs={}), model)
     assert isinstance(adamw, torch.optim.AdamW) and adamw.defaults["foreach"]

@@ -11,11 +11,20 @@ Update, per tensor (PyTorch momentum form, decoupled weight decay, as in the aut
   long-run step; weight decay is *not* added to the gradient (no coupled L2);
 * ``w <- w − lr·d``.
 
-Without Nesterov, ``d`` and the momentum buffer ``b`` are the same tensor and the two public implementations
-differ: the authors' ``adamp`` package projects ``b`` **in place** (the radial component is also removed from
-the momentum history), timm projects a **copy** (``buf.clone()``: the buffer keeps its radial component). The
-choice is the explicit argument ``project_momentum_buffer`` (True = authors' code, the default; False = timm).
-With Nesterov, ``d`` is a new tensor and both choices coincide.
+Without Nesterov, ``d`` and the momentum buffer ``b`` are the same tensor, and the paper and the authors' code
+differ (argument ``project_momentum_buffer``):
+
+* ``False`` (**the default: the paper's Algorithm 1**, "2: p_t ← βp_{t−1} + ∇f_t(w_t)  3: Compute q_t with
+  equation 11.  4: w_{t+1} ← w_t − ηq_t"): the step is a projected **copy** q_t = Π_w(p_t); the buffer p_t keeps
+  its radial component (Eq. 12's remark "the updates p_t are not identical between equation 8 and equation 12").
+  timm's ``SGDP`` does the same (``buf.clone()``).
+* ``True`` (the authors' ``adamp`` package, github.com/clovaai/AdamP): Π_w is applied to the buffer **in place**,
+  so the radial component is also removed from the momentum history.
+
+With Nesterov, ``d = g + μ b`` is a new tensor and the buffer is never projected: both choices give the same
+update. The ImageNet runs of Table 2 (SGDP with Nesterov, Appendix E.2) are therefore unaffected by the choice;
+it matters for non-Nesterov SGDP, e.g. the toys of Fig. 1 and Fig. 3 (``repro_lib.adamp_toys``), where the
+in-place variant lets the norm grow more (3D Rosenbrock at lr 1e-5: r_max 1.20 in place vs 1.14 Alg. 1).
 
 Implementation: on a hit ``w_new = (1 − lr·wd·r/(1−μ))·w − lr·(d − c⊙w)``, i.e. the projection is folded into a
 row-scaled decay multiply; ``c`` needs only ``w·b`` (``w·g`` comes from the test). Every other pass is a
@@ -30,11 +39,11 @@ from .adamp import _check_kwargs, _collect, _per_row, _rowdot, _rows, _test_cand
 
 
 class SGDP(torch.optim.Optimizer):
-    """Algorithm 1 of Heo et al. (2021); see the module docstring for the exact update and
-    ``project_momentum_buffer``."""
+    """Algorithm 1 of Heo et al. (2021) (``project_momentum_buffer=False``, the default); ``True`` is the authors'
+    in-place buffer projection. See the module docstring for the exact update."""
 
     def __init__(self, params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, eps=1e-8,
-                 delta=0.1, wd_ratio=0.1, project_momentum_buffer=True):
+                 delta=0.1, wd_ratio=0.1, project_momentum_buffer=False):
         if lr <= 0 or weight_decay < 0 or not 0 <= momentum < 1:
             raise ValueError(f"SGDP: invalid lr={lr}, weight_decay={weight_decay} or momentum={momentum}")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
@@ -92,7 +101,8 @@ def _build_sgdp(cfg, model):
     """SGDP on all trainable parameters: ``cfg.lr``, ``cfg.momentum``, ``cfg.nesterov``, ``cfg.weight_decay``
     (decoupled, ``w <- w(1 − lr·wd·r/(1−μ))``; ``weight_decay_mode`` must be "decoupled" when wd > 0);
     ``optimizer_kwargs``: delta (0.1), wd_ratio (0.1), eps (1e-8), dampening (0), project_momentum_buffer
-    (True = authors' in-place projection of the buffer, False = timm's copy)."""
+    (False, the default = the paper's Algorithm 1 = timm's copy; True = the authors' in-place projection of the
+    buffer; irrelevant with Nesterov)."""
     kw = _check_kwargs(cfg, "sgdp", {"delta", "wd_ratio", "eps", "dampening", "project_momentum_buffer"})
     return SGDP(trainable(model), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
                 weight_decay=cfg.weight_decay, **kw)

@@ -112,9 +112,11 @@ def _build_constant(cfg, steps_per_epoch):
 # step-decay schedule returns for s). In this indexing every schedule below has the form (Thm 2.13)
 #       θ̃_s = P_s θ_s,   η̃_s = P_s P_{s+1} η'_s,   P_0 = 1,   P_{s+1} = P_s / α_{s+1},
 # where θ_s is the run *with* weight decay and θ̃_s the run *without*; α_{s+1} is the per-step factor and η'_s
-# the LR of the equivalent weight-decay run (η_s, or η_0 for TEXP--). Eq. 6 writes the LR jump at "t = T_I"
-# for η̃_{T_I+1}; in the 0-based step indexing the jump factor (η_I/η_{I-1})·α_I^{-1}·α_{I-1}^{-1} sits
-# between the last step of phase I-1 and the first step of phase I, where ``StepDecay`` changes its LR.
+# the LR of the equivalent weight-decay run (η_s, or η_0 for TEXP--). The main-text Eq. 6 (Thm 2.12) writes the
+# jump as η̃_t = η̃_{t-1} × (η_I/η_{I-1})·α_I^{-1}·α_{I-1}^{-1} at t = T_I, the first step of phase I: exactly
+# where it sits here, between the last step of phase I-1 and the first step of phase I, where ``StepDecay``
+# changes its LR. Eq. 8 (TEXP--) and the appendix's Eq. 9 (Thm B.2) write the same jump for η̃_{t+1} at t = T_I,
+# one index later; we follow Eq. 6, whose placement the exactness tests confirm (tests/test_schedules.py).
 # ======================================================================================================
 
 
@@ -185,9 +187,14 @@ class TaperedExponential(Schedule):
        same; a power of two makes the scaling exact in floating point. Rescaling only at epoch starts leaves BN
        running statistics (which see activations scaled by c) a whole epoch to re-adapt before evaluation.
        ``rescale_above=None`` disables it. Default 2^60: the first float32 limit is the BN variance of activations,
-       ∝ ‖w‖² ∝ LR ratio, against float32's max ≈ 2^128; 2^60 leaves a 2^68 margin. With the paper's setting (η 0.1,
-       λ 5e-4, γ 0.9, 391 steps/epoch) the LR grows ≈ e^31 ≈ 2^45 over the 80 epochs of phase 1 (weights ≈ 10^6.7 ×
-       their initial norm), so it never triggers there; it guards larger λη or longer runs.
+       ∝ ‖w‖² ∝ LR ratio, against float32's max ≈ 2^128; 2^60 leaves a 2^68 margin. In the paper's setting (η 0.1,
+       λ 5e-4, γ 0.9, 391 steps/epoch, 160 epochs, ÷10 at epochs 80/120) the LR ratio peaks at 2^45.3 (TEXP),
+       2^47.8 (TEXP--) and 2^41.7 (exp-cosine), so it never triggers for them; the fixed-exponent runs of Fig. 4
+       grow ≈ 2^0.57 per epoch for all 160 epochs (``exp`` to 2^90.7, ``exp_decay`` to 2^84.0) and rescale from
+       epoch 107 and 113 on (``exponential_rescale_table`` in ``repro_lib.exp_lr``). ``train.fit`` logs k per epoch
+       as ``exp_lr_log2_rescale``; the LR and weight norms it logs are the rescaled ones, η̃ = 4^k × the logged LR
+       and ‖θ̃‖ = 2^k × the logged norm (``repro_lib.exp_lr.unscale_history``). ``log2_rescale(step)`` gives k as
+       a pure function of the step.
     4. writes LR = η̃_s · 4^−k · ``group.get("lr_scale", 1)`` into every group.
 
     One-time actions (2, 3) are guarded by ``exp_lr_done_step`` in the param groups, so calling ``apply`` twice for
@@ -275,6 +282,19 @@ class TaperedExponential(Schedule):
     def correction_steps(self) -> list[int]:
         return sorted(self._corrections)
 
+    def log2_rescale(self, step: int) -> int:
+        """k in force at ``step`` (after ``apply(optimizer, step)``): the rule of ``apply`` replayed over the epoch
+        starts 0, spe, …, ≤ step, as a pure function of the step (0 with ``rescale_above=None``)."""
+        k = 0
+        if self.rescale_above is None:
+            return k
+        log_thr, log_4 = math.log(self.rescale_above), 2 * math.log(2)
+        for s in range(0, step + 1, self.steps_per_epoch):
+            excess = self.log_lr(s) - k * log_4 - math.log(self.base_lrs[0])
+            if excess > log_thr:
+                k += int(excess / log_4)
+        return k
+
     # ------------------------------------------------------------------ the optimizer side
     def apply(self, optimizer, step: int) -> None:
         import torch
@@ -351,8 +371,13 @@ _EXP_KWARGS = {"momentum_correction", "init_velocity", "rescale_above", "weight_
 
 
 def _exp_from_cfg(cfg, steps_per_epoch: int, base: Schedule, mode: str, allowed: set[str]):
-    """Shared builder: checks the optimizer convention the theorems need and folds ``weight_decay`` (default
-    ``cfg.weight_decay``; ``schedule_kwargs["weight_decay"]`` overrides) into the LR."""
+    """Shared builder: checks the optimizer convention and the scale invariance the theorems need and folds
+    ``weight_decay`` (default ``cfg.weight_decay``; ``schedule_kwargs["weight_decay"]`` overrides) into the LR.
+
+    ``cfg.scale_invariant`` must be true (a config without the field counts as not scale-invariant): ``apply``
+    treats every trainable parameter as scale-invariant and drops its weight decay, so on an unmodified net the
+    BN affine parameters and the last layer would lose their weight decay and get an exponentially growing LR that
+    no theorem of Li & Arora covers (they fix BN scale/bias and the last FC layer, Sec. 4)."""
     kw = dict(cfg.schedule_kwargs)
     unknown = sorted(set(kw) - allowed)
     if unknown:
@@ -362,6 +387,10 @@ def _exp_from_cfg(cfg, steps_per_epoch: int, base: Schedule, mode: str, allowed:
             or getattr(cfg, "nesterov", False):
         raise ValueError(f"schedule: {cfg.schedule!r} is derived for torch SGD with coupled L2 and no Nesterov "
                          "(Def. 1.2 of Li & Arora)")
+    if not getattr(cfg, "scale_invariant", False):
+        raise ValueError(f"scale_invariant: schedule {cfg.schedule!r} needs a scale-invariant model "
+                         "(scale_invariant=True): it drops the weight decay of, and grows the LR of, every trainable "
+                         "parameter, which is equivalent to weight decay only for scale-invariant ones (Li & Arora Sec. 2)")
     wd = float(kw.get("weight_decay", cfg.weight_decay))
     total = cfg.num_epochs * steps_per_epoch
     return TaperedExponential([base.lr(s) for s in range(total)], wd, cfg.momentum, mode=mode,
@@ -384,7 +413,10 @@ def _build_exp(cfg, steps_per_epoch):
 
 @register_schedule("texp")
 def _build_texp(cfg, steps_per_epoch):
-    """Thm 2.12 / Eq. 6 on ``step`` (same ``milestones``/``factor`` options)."""
+    """Thm 2.12 / Eq. 6 on ``step`` (same ``milestones``/``factor`` options). Exact by default; with
+    ``momentum_correction=False, init_velocity=False`` it is Eq. 6 as an LR schedule alone (stock SGD state), the
+    variant whose effect Sec. 4 of the paper explores ("ignoring the correction term does not change performance
+    much", Sec. 2.3)."""
     return _exp_from_cfg(cfg, steps_per_epoch, _step_base(cfg, steps_per_epoch), "texp",
                          _EXP_KWARGS | {"milestones", "factor"})
 
@@ -418,6 +450,7 @@ def _build_cosine_epoch(cfg, steps_per_epoch):
 
 @register_schedule("exp_cosine")
 def _build_exp_cosine(cfg, steps_per_epoch):
-    """Sec. 4.2: TEXP (Eq. 6, with the momentum correction every epoch) on the per-epoch cosine schedule."""
+    """Sec. 4.2: TEXP (Eq. 6, with the momentum correction every epoch) on the per-epoch cosine schedule;
+    ``momentum_correction=False, init_velocity=False``: the LR schedule alone, as Sec. 4.2 defines it."""
     return _exp_from_cfg(cfg, steps_per_epoch, EpochCosine(cfg.lr, cfg.num_epochs, steps_per_epoch), "texp",
                          _EXP_KWARGS)

@@ -343,6 +343,10 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
         lr_epoch = g0["lr"] / g0.get("lr_scale", 1.0)
         rec = {"epoch": epoch + 1, "lr": lr_epoch, "train_loss": train_loss,
                "train_acc": 100.0 * correct.item() / len(train)}
+        if "exp_lr_log2_rescale" in g0:
+            # exponential schedules only (other histories keep their keys): the overflow-rescale exponent k in force
+            # this epoch; the logged lr and weight norms are 4^-k η̃ and 2^-k ‖θ̃‖ (exp_lr.unscale_history)
+            rec["exp_lr_log2_rescale"] = int(g0["exp_lr_log2_rescale"])
         if not math.isfinite(train_loss) or not _finite_params(model):
             status, diverged_epoch = "diverged", epoch + 1
             history.append(rec)

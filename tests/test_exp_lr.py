@@ -164,3 +164,108 @@ def test_bn_eval_scale_bias_matches_torch_running_stats():
     assert torch.allclose(ratio, torch.full_like(ratio, E.bn_eval_scale_bias(alpha, 0.1)), rtol=1e-9)
     assert E.bn_eval_scale_bias(S.exp_lr_alpha(0.1, 5e-4, 0.9)) == pytest.approx(1.005, abs=1e-3)  # paper: negligible
     assert E.bn_eval_scale_bias(1.0) == 1.0
+
+
+def test_bn_eval_scale_bias_of_the_cpu_profile():
+    """The numbers the docstring quotes for the cpu profile of the PreResNet notebook (η 0.1, λ 0.0125, γ 0.9)."""
+    cfg = E.preresnet_plan("cpu").cfg.iloc[0]
+    a = S.exp_lr_alpha(cfg.lr, cfg.weight_decay, cfg.momentum)
+    assert a == pytest.approx(0.98561, abs=5e-6)
+    assert E.bn_eval_scale_bias(a) == pytest.approx(1.138, abs=5e-4)
+
+
+# ---------------------------------------------------------------------------------------------- fit + rescaling
+# λη = 2e-3 and 16 steps per epoch: the LR grows 2.36x per epoch, so with rescale_above = 4 fit rescales at the
+# starts of epochs 3 and 5 (k = 1, then 2)
+RESCALING = dict(model="preresnet32", width=4, synthetic=True, n=128, n_test=50, batch_size=8, ghost_batch=8,
+                 lr=0.1, weight_decay=0.02, momentum=0.9, schedule="exp", schedule_kwargs={"rescale_above": 4.0},
+                 num_epochs=5, device="cpu", profile="smoke")
+
+
+def test_fit_logs_the_rescale_exponent_and_unscaled_curves_are_continuous():
+    """A fit run that rescales (Lemma 2.7) logs k per epoch; ``unscale_history`` turns its LR and ‖w‖ into those of
+    the same run without rescaling: the LR is exactly η̃ of the schedule, ‖w‖ equal up to BN's ε (which breaks exact
+    scale invariance slightly) -- while the logged values drop by 4^k and 2^k. A run without an exponential schedule
+    has no such key."""
+    import pandas as pd
+
+    from repro_lib.config import RunConfig
+    from repro_lib.train import fit
+
+    cfg = RunConfig(**RESCALING)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        resc = pd.DataFrame(fit(cfg, progress=False)["history"])
+        plain = pd.DataFrame(fit(cfg.replace(schedule_kwargs={"rescale_above": None}), progress=False)["history"])
+        step = pd.DataFrame(fit(cfg.replace(schedule="step", num_epochs=1), progress=False)["history"])
+    finally:
+        torch.set_default_dtype(old)
+    assert resc.exp_lr_log2_rescale.tolist() == [0, 0, 1, 1, 2]
+    assert plain.exp_lr_log2_rescale.tolist() == [0] * 5
+    assert "exp_lr_log2_rescale" not in step  # other schedules keep their history keys
+    sched = S.build_schedule(cfg, 16)
+    assert [sched.log2_rescale(16 * e) for e in range(5)] == resc.exp_lr_log2_rescale.tolist()
+    u, p = E.unscale_history(resc), E.unscale_history(plain)
+    eta = [sched.lr(16 * e + 15) for e in range(5)]  # η̃ at the last step of each epoch
+    assert u.lr.tolist() == pytest.approx(eta, rel=1e-12) and p.lr.tolist() == pytest.approx(eta, rel=1e-12)
+    assert (u.lr.iloc[1:].values / u.lr.iloc[:-1].values) == pytest.approx([eta[1] / eta[0]] * 4, rel=1e-12)
+    # the epoch after the first rescaling agrees to 1e-3; later the tiny ε differences grow (chaotic training), but
+    # a wrong k would be off by a factor 2^±1
+    assert u.weight_norm[:3].tolist() == pytest.approx(p.weight_norm[:3].tolist(), rel=1e-3)
+    assert u.weight_norm.tolist() == pytest.approx(p.weight_norm.tolist(), rel=0.1)
+    raw_ratio = resc.weight_norm.iloc[1:].values / resc.weight_norm.iloc[:-1].values
+    assert raw_ratio.min() < 0.7  # the logged norm drops at a rescaling ...
+    assert (u.weight_norm.iloc[1:].values / u.weight_norm.iloc[:-1].values).min() > 1.0  # ... the unscaled one grows
+    # η/‖w‖² needs no unscaling: the logged value is also η̃/‖θ̃‖²
+    assert resc.effective_lr.tolist() == pytest.approx((u.lr / u.weight_norm ** 2).tolist(), rel=1e-12)
+    assert E.unscale_history(step).lr.tolist() == step.lr.tolist()
+
+
+def test_fit_resumes_an_exponential_schedule_exactly(tmp_path, monkeypatch):
+    """Interrupted after epoch 3 (one rescaling done, its k in the optimizer checkpoint) and resumed, the run rescales
+    once more and its history equals the uninterrupted run's bit for bit (apart from wall-clock seconds)."""
+    from repro_lib.config import RunConfig
+    from repro_lib.store import Store
+    from repro_lib.train import fit
+
+    cfg = RunConfig(**RESCALING)
+    ref = fit(cfg, progress=False)
+    store = Store(tmp_path)
+    real = Store.log_epoch
+
+    def crash(self, c, rec):
+        if rec["epoch"] == 4:
+            raise KeyboardInterrupt
+        real(self, c, rec)
+
+    monkeypatch.setattr(Store, "log_epoch", crash)
+    with pytest.raises(KeyboardInterrupt):
+        fit(cfg, store=store, progress=False)
+    monkeypatch.setattr(Store, "log_epoch", real)
+    ck = store.load_checkpoint(cfg)
+    assert ck["epoch"] == 3 and ck["optimizer"]["param_groups"][0]["exp_lr_log2_rescale"] == 1
+    resumed = fit(cfg, store=store, progress=False)
+    assert [h["exp_lr_log2_rescale"] for h in resumed["history"]] == [0, 0, 1, 1, 2]
+    strip = lambda hs: [{k: v for k, v in h.items() if k != "seconds"} for h in hs]  # noqa: E731
+    assert strip(resumed["history"]) == strip(ref["history"])
+    assert resumed["test_acc"] == ref["test_acc"]
+
+
+def test_compare_to_weight_decay_pairs_runs_by_seed_and_epoch():
+    import pandas as pd
+
+    rows = []
+    for label, acc, elr in (("step decay + WD", 50.0, 1e-3), ("TEXP", 52.5, 2e-3), ("TEXP (no correction)", 47.0, 1e-3),
+                            ("TEXP--", 10.0, 1.0)):
+        for seed in (0, 1):
+            for e in (1, 2):
+                rows.append({"label": label, "seed": seed, "epoch": e, "train_acc": acc + e * seed,
+                             "test_acc": acc + 1 if e == 2 else float("nan"), "effective_lr": elr})
+    rows.append({"label": "TEXP", "seed": 2, "epoch": 1, "train_acc": 0.0, "test_acc": 0.0, "effective_lr": 1.0})
+    t = E.compare_to_weight_decay(pd.DataFrame(rows))
+    assert t[["run", "seed"]].values.tolist() == [["TEXP", 0], ["TEXP", 1], ["TEXP (no correction)", 0],
+                                                  ["TEXP (no correction)", 1]]  # seed 2 has no partner
+    assert t["max |Δ train acc|"].tolist() == [2.5, 2.5, 3.0, 3.0]
+    assert t["Δ final test acc"].tolist() == [2.5, 2.5, -3.0, -3.0]
+    assert t["max |log η/‖w‖² ratio|"].tolist() == pytest.approx([math.log(2)] * 2 + [0.0] * 2)

@@ -102,3 +102,38 @@ def test_eval_mode_and_float32_forward_backward():
     assert torch.isfinite(torch.tensor(loss)) and all(torch.isfinite(v).all() for v in g.values())
     model.eval()
     assert model(x).shape == (16, 10)
+
+
+def test_sec4_plan_runs_exact_and_schedule_only_variants():
+    """Every profile runs TEXP and exp-cosine both exact (momentum correction + initial velocity) and as the paper's
+    schedule alone (no correction, zero initial velocity); the construction column says which is which."""
+    from repro_lib import exp_lr as E
+    from repro_lib import schedules as S
+
+    for profile in ("smoke", "cpu", "gpu", "paper"):
+        plan = E.preresnet_plan(profile).drop_duplicates("label").set_index("label")
+        for exact, bare in (("TEXP", "TEXP (no correction)"), ("exp-cosine", "exp-cosine (no correction)")):
+            assert plan.construction[exact] == "exact" and plan.construction[bare] == "schedule only"
+            a, b = plan.cfg[exact], plan.cfg[bare]
+            assert a.schedule == b.schedule and a.replace(schedule_kwargs=b.schedule_kwargs) == b
+            assert dict(b.schedule_kwargs).items() >= {"momentum_correction": False, "init_velocity": False}.items()
+            sa, sb = S.build_schedule(a, 16), S.build_schedule(b, 16)
+            assert sb.correction_steps() == [] and sa.correction_steps()[0] == 0 and len(sa.correction_steps()) > 1
+            assert sa.lr(100) == sb.lr(100)  # the same LR schedule
+        assert plan.construction["step decay + WD"] == "weight decay" and plan.construction["TEXP--"] == "exact"
+    assert len(E.preresnet_plan("cpu")) == 7 and len(E.preresnet_plan("paper")) == 27
+
+
+def test_overflow_rescaling_in_the_papers_setting():
+    """With the default threshold 2^60 the rescaling never triggers for TEXP, TEXP-- and exp-cosine over 160 epochs
+    but does for the fixed-exponent runs of Fig. 4 (pure schedule arithmetic)."""
+    from repro_lib import exp_lr as E
+
+    t = E.exponential_rescale_table("gpu").set_index("run")
+    for run in ("TEXP", "TEXP (no correction)", "TEXP--", "exp-cosine", "exp-cosine (no correction)"):
+        assert t.loc[run, "final k"] == 0 and t.loc[run, "peak log2(η̃/η_0)"] < 48
+    assert t.loc["exp (fixed exponent)", "peak log2(η̃/η_0)"] == pytest.approx(90.7, abs=0.05)
+    assert t.loc["exp (fixed exponent) + ÷10", "peak log2(η̃/η_0)"] == pytest.approx(84.0, abs=0.05)
+    assert t.loc["exp (fixed exponent)", "first rescaled epoch"] == 107
+    assert t.loc["exp (fixed exponent) + ÷10", "first rescaled epoch"] == 113
+    assert (t.loc[["exp (fixed exponent)", "exp (fixed exponent) + ÷10"], "final k"] == 30).all()

@@ -166,6 +166,36 @@ def test_rescaling_keeps_function_space_trajectory(problem):
     assert ((back - plain["theta"]).norm(dim=1) / plain["theta"].norm(dim=1)).max() < 1e-12
 
 
+@pytest.mark.parametrize("mode", ["texp", "texp--", "texp++"])
+def test_rescaling_with_momentum_correction_stays_exact(problem, mode):
+    """Lemma 2.7 rescaling together with the momentum corrections (and TEXP++'s per-step α). λη = 2.5e-3, close to
+    Remark 2.10's bound, grows the LR ≈ 2^14 in phase 1, so with rescale_above = 4 the run rescales 5-7 times before
+    the first phase change, the corrections land on rescaled states (for TEXP-- a rescaling and a correction fall on
+    the same step, 120), and it still equals P_s × the weight-decay run (step decay; constant LR with WD λη_I/η_0
+    for TEXP--, Thm B.2) to float64 rounding."""
+    model, batches = problem
+    wd = 2.5e-2
+    base = S.StepDecay(LR, STEPS, 1, milestones=(0.4, 0.7), factor=0.1)
+    etas = [base.lr(s) for s in range(STEPS)]
+    if mode == "texp--":
+        wd_run = E.run_sgd(model, batches, STEPS, S.Constant(LR), weight_decay=wd, momentum=MOM,
+                           weight_decay_fn=lambda s: wd * etas[s] / etas[0])
+    else:
+        wd_run = E.run_sgd(model, batches, STEPS, base, weight_decay=wd, momentum=MOM)
+    sched = S.TaperedExponential(etas, wd, MOM, mode=mode, rescale_above=4.0, steps_per_epoch=10)
+    run = E.run_sgd(model, batches, STEPS, sched, momentum=MOM)
+    ks = run["log2_rescale"]  # ks[s + 1]: k in force at step s
+    assert ks[120] >= 5  # several rescalings before the first phase change
+    if mode == "texp--":
+        assert ks[121] > ks[120] and 120 in sched.correction_steps()  # rescaling and correction on one step
+    # log2_rescale(s) replays apply's rule as a pure function of the step
+    assert [sched.log2_rescale(s) for s in range(STEPS)] == ks[1:].tolist()
+    scale = [sched.log_weight_scale(s) for s in range(STEPS + 1)]
+    assert E.equivalence_error(wd_run["theta"], run["theta"], scale, ks).max() < 1e-12
+    # ... and without undoing the 2^-k the comparison fails: the rescaling really happened
+    assert E.equivalence_error(wd_run["theta"], run["theta"], scale).max() > 0.5
+
+
 # ---------------------------------------------------------------------------------------------- apply / registry
 def _opt(params, **kw):
     return torch.optim.SGD(params, lr=0.1, momentum=kw.pop("momentum", 0.9), weight_decay=5e-4, **kw)
@@ -192,7 +222,7 @@ def test_apply_is_idempotent_and_zeroes_weight_decay():
 
 def _cfg(schedule, **kw):
     base = dict(lr=0.1, weight_decay=5e-4, momentum=0.9, num_epochs=8, schedule=schedule, schedule_kwargs={},
-                optimizer="sgd", weight_decay_mode="coupled", nesterov=False)
+                optimizer="sgd", weight_decay_mode="coupled", nesterov=False, scale_invariant=True)
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -219,5 +249,16 @@ def test_registry_options_and_checks():
         S.build_schedule(_cfg("texp", optimizer="sgdp"), 5)
     with pytest.raises(ValueError, match="Remark 2.10"):
         S.build_schedule(_cfg("texp", weight_decay=0.1), 5)
+    for name in ("exp", "texp", "texp++", "texp--", "exp_decay", "exp_cosine"):  # Li & Arora fix BN affine + FC
+        with pytest.raises(ValueError, match="^scale_invariant:"):
+            S.build_schedule(_cfg(name, scale_invariant=False), 5)
+    no_field = _cfg("texp")
+    del no_field.scale_invariant  # a config that does not declare scale invariance is not scale-invariant
+    with pytest.raises(ValueError, match="^scale_invariant:"):
+        S.build_schedule(no_field, 5)
+    assert S.build_schedule(_cfg("step", scale_invariant=False), 5).lr(0) == 0.1  # plain schedules don't care
+    bare = S.build_schedule(_cfg("exp_cosine", schedule_kwargs={"momentum_correction": False,
+                                                                "init_velocity": False}), 5)
+    assert bare.correction_steps() == []  # the schedule-only variant of the PreResNet runs
     cos = S.build_schedule(_cfg("cosine_epoch"), 5)
     assert cos.lr(0) == cos.lr(4) == 0.1 and cos.lr(5) == pytest.approx(0.05 * (1 + math.cos(math.pi / 8)))

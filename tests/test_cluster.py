@@ -85,7 +85,8 @@ def test_local_sweep_survives_preemption_and_is_not_resubmitted(tmp_path):
     store = Store(root)
     target = sub.per_job[0][0][0]
     deadline = time.time() + 120
-    while len(store.history(target)) < 2:  # preempt job 0 once its first run has 2 epochs
+    # preempt job 0 once its first run has 2 epochs and a resume checkpoint on disk
+    while len(store.history(target)) < 2 or store.load_checkpoint(target) is None:
         assert time.time() < deadline and sub.jobs[0].state == "RUNNING", sub.jobs[0].stderr()
         time.sleep(0.05)
     before = {h["epoch"]: h for h in store.history(target)}
@@ -94,7 +95,9 @@ def test_local_sweep_survives_preemption_and_is_not_resubmitted(tmp_path):
 
     log = sub.jobs[0].stdout()
     assert "this job is preempted" in log and "Requeued job" in log, log
-    resumed_at = int(re.search(rf"{target.hash} resumes at epoch (\d+)", log).group(1))
+    resumed = re.search(rf"{target.hash} resumes at epoch (\d+)", log)
+    assert resumed, log  # the requeued job found the run's checkpoint (the whole log if not)
+    resumed_at = int(resumed.group(1))
     assert resumed_at >= 1
     after = store.history(target)
     assert [h["epoch"] for h in after] == list(range(1, 7))

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from .notebook import NotebookFailed, notebooks_in, parse_value, run_notebook
+from .notebook import NotebookFailed, notebooks_in, parse_value, run_notebook, split_parameters
 
 
 def main(argv=None) -> int:
@@ -50,9 +50,13 @@ def main(argv=None) -> int:
         return sweep(args)
 
     paths = args.notebooks or [str(p) for p in notebooks_in()]
-    params = {k: parse_value(v) for k, v in args.p}
+    try:  # every -p name checked against the notebooks before anything runs
+        per_notebook = split_parameters(paths, {k: parse_value(v) for k, v in args.p})
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     failed = []
-    for i, path in enumerate(paths, 1):
+    for i, (path, params) in enumerate(zip(paths, per_notebook), 1):
         t0 = time.time()
         print(f"[{i}/{len(paths)}] {path} (profile={args.profile})", flush=True)
         try:

@@ -64,6 +64,8 @@ class ConfigBase:
             }[f.type]
             if not ok:
                 raise ValueError(f"{f.name}: expected {f.type}, got {type(v).__name__} {v!r}")
+            if f.type == "float" and not isinstance(v, float):  # lr=1 and lr=1.0 are one run: one hash
+                object.__setattr__(self, f.name, float(v))
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (dict(v) if isinstance(v, Mapping) else v)
@@ -179,6 +181,8 @@ class RunConfig(ConfigBase):
             raise ValueError(f"optimizer: unknown optimizer {self.optimizer!r}; known: {optim.list_optimizers()}")
         if self.schedule not in schedules.list_schedules():
             raise ValueError(f"schedule: unknown schedule {self.schedule!r}; known: {schedules.list_schedules()}")
+        schedules.build_schedule(self, 1)  # schedule_kwargs (unknown keys, milestones) fail here, not mid-sweep
+        _check_optimizer(self)
 
     def eval_interval(self, n_train: int, n_test: int) -> int:
         """Epochs between test evaluations. ``eval_every = 0`` (auto, the gpu/paper profiles): every
@@ -192,3 +196,21 @@ class RunConfig(ConfigBase):
     def tuning_factor(self) -> float:
         """N·η·λ / (B·(1−μ)) (Eq. 27 of Yun et al. 2022)."""
         return self.n * self.lr * self.weight_decay / (self.batch_size * (1 - self.momentum))
+
+
+def _check_optimizer(cfg) -> None:
+    """Build ``cfg``'s optimizer on a tiny conv + BN + linear net, so that an option the optimizer rejects
+    (``optimizer_kwargs`` typos, Nesterov without momentum, a weight-decay mode it does not implement) fails when
+    the config is made -- before a sweep trains its first cell -- with the field named."""
+    import torch.nn as nn
+
+    from . import optim
+
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                        nn.Flatten(), nn.Linear(4, 2))
+    try:
+        optim.build_optimizer(cfg, net)
+    except ValueError as e:
+        if str(e).split(":")[0] in {f.name for f in fields(cfg)}:
+            raise  # already names its field
+        raise ValueError(f"optimizer: {cfg.optimizer!r} rejects this config ({e})") from e

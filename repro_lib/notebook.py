@@ -33,11 +33,32 @@ def notebooks_in(folder: str | Path = "notebooks") -> list[Path]:
 
 
 def parse_value(text: str):
-    """A ``-p`` value: a Python literal if it parses as one (``3``, ``0.1``, ``True``, ``[1, 2]``), else a string."""
+    """A ``-p`` value: a Python literal if it parses as one (``3``, ``0.1``, ``True``, ``[1, 2]``), else a string;
+    ``true``/``false`` in any case are booleans (as a string, "false" would be truthy in the notebook)."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+
+
+def split_parameters(paths, parameters: dict) -> list[dict]:
+    """The ``-p`` parameters each notebook of ``paths`` declares (papermill's inspection of its ``parameters``
+    cell), so ``make reproduce ARGS="-p download True"`` reaches the notebooks that have ``download`` and skips the
+    rest. A name no selected notebook declares is a typo: ``ValueError`` naming it. ``profile`` and
+    ``results_dir`` are the runner's own options (``--profile``, ``--results-dir``), not ``-p`` parameters."""
+    import papermill as pm
+
+    for own in ("profile", "results_dir"):
+        if own in parameters:
+            raise ValueError(f"{own}: set it with --{own.replace('_', '-')}, not -p (the output folder follows it)")
+    declared = [set(pm.inspect_notebook(str(p))) for p in paths]
+    unknown = sorted(set(parameters) - set().union(*declared)) if declared else sorted(parameters)
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not a parameter of any selected notebook "
+                         f"(`papermill --help-notebook <notebook>` lists them)")
+    return [{k: v for k, v in parameters.items() if k in d} for d in declared]
 
 
 def run_notebook(path: str | Path, profile: str, parameters: dict | None = None, results_dir: str | Path = "results",

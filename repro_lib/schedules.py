@@ -51,6 +51,12 @@ class StepDecay(Schedule):
     300); the LR changes at the first step of the milestone epoch."""
 
     def __init__(self, lr: float, total_steps: int, steps_per_epoch: int, milestones=(0.5, 0.75), factor=0.1):
+        ms = [float(m) for m in milestones]
+        if any(not 0 < m <= 1 for m in ms) or ms != sorted(ms):
+            raise ValueError(f"schedule_kwargs: milestones must be increasing fractions of training in (0, 1] "
+                             f"(epochs 150 and 225 of 300 are 0.5, 0.75), got {list(milestones)}")
+        if not 0 < float(factor) <= 1:
+            raise ValueError(f"schedule_kwargs: factor must be in (0, 1], got {factor!r}")
         self.base = lr
         self.factor = factor
         total_epochs = total_steps // steps_per_epoch
@@ -80,20 +86,33 @@ class Constant(Schedule):
         return self.base
 
 
+def _check_kwargs(cfg, allowed: set[str]) -> dict:
+    """``cfg.schedule_kwargs`` as a dict, after rejecting options the schedule does not read (a typo would
+    otherwise train the default silently)."""
+    kw = dict(cfg.schedule_kwargs)
+    unknown = sorted(set(kw) - allowed)
+    if unknown:
+        raise ValueError(f"schedule_kwargs: unknown option {unknown[0]!r} for schedule {cfg.schedule!r} "
+                         f"(known: {sorted(allowed)})")
+    return kw
+
+
 @register_schedule("step")
 def _build_step(cfg, steps_per_epoch):
-    kw = dict(cfg.schedule_kwargs)
+    kw = _check_kwargs(cfg, {"milestones", "factor"})
     return StepDecay(cfg.lr, cfg.num_epochs * steps_per_epoch, steps_per_epoch,
                      milestones=tuple(kw.get("milestones", (0.5, 0.75))), factor=kw.get("factor", 0.1))
 
 
 @register_schedule("cosine")
 def _build_cosine(cfg, steps_per_epoch):
+    _check_kwargs(cfg, set())
     return Cosine(cfg.lr, cfg.num_epochs * steps_per_epoch)
 
 
 @register_schedule("constant")
 def _build_constant(cfg, steps_per_epoch):
+    _check_kwargs(cfg, set())
     return Constant(cfg.lr)
 
 
@@ -378,11 +397,7 @@ def _exp_from_cfg(cfg, steps_per_epoch: int, base: Schedule, mode: str, allowed:
     treats every trainable parameter as scale-invariant and drops its weight decay, so on an unmodified net the
     BN affine parameters and the last layer would lose their weight decay and get an exponentially growing LR that
     no theorem of Li & Arora covers (they fix BN scale/bias and the last FC layer, Sec. 4)."""
-    kw = dict(cfg.schedule_kwargs)
-    unknown = sorted(set(kw) - allowed)
-    if unknown:
-        raise ValueError(f"schedule_kwargs: unknown option {unknown[0]!r} for schedule {cfg.schedule!r} "
-                         f"(known: {sorted(allowed)})")
+    kw = _check_kwargs(cfg, allowed)
     if getattr(cfg, "optimizer", "sgd") != "sgd" or getattr(cfg, "weight_decay_mode", "coupled") != "coupled" \
             or getattr(cfg, "nesterov", False):
         raise ValueError(f"schedule: {cfg.schedule!r} is derived for torch SGD with coupled L2 and no Nesterov "
@@ -445,6 +460,7 @@ def _build_exp_decay(cfg, steps_per_epoch):
 
 @register_schedule("cosine_epoch")
 def _build_cosine_epoch(cfg, steps_per_epoch):
+    _check_kwargs(cfg, set())
     return EpochCosine(cfg.lr, cfg.num_epochs, steps_per_epoch)
 
 

@@ -31,10 +31,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import socket
 import sqlite3
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -228,19 +230,31 @@ class Store:
         return self.root / "checkpoints" / f"{cfg.hash}.pt"
 
     def save_checkpoint(self, cfg, state: dict) -> None:
+        """Atomically: written to a temporary file, flushed to disk (fsync), then renamed over the old one."""
         path = self._ckpt_path(cfg)
         tmp = _tmp_name(path)
         try:
-            torch.save(state, tmp)
+            with open(tmp, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
 
     def load_checkpoint(self, cfg, map_location=None) -> dict | None:
+        """The run's resume checkpoint, or None. An unreadable one (a node that died mid-write on a file system
+        without ordered renames) is set aside as ``<name>.corrupt`` with a warning and the run starts over, rather
+        than failing every requeue of the job."""
         path = self._ckpt_path(cfg)
         if not path.exists():
             return None
-        return torch.load(path, map_location=map_location, weights_only=False)
+        try:
+            return torch.load(path, map_location=map_location, weights_only=False)
+        except (EOFError, RuntimeError, pickle.UnpicklingError) as e:
+            os.replace(path, path.with_name(path.name + ".corrupt"))
+            warnings.warn(f"checkpoint {path} is unreadable ({e}); moved to {path.name}.corrupt, the run restarts")
+            return None
 
     # ------------------------------------------------------------------ the SQLite store of earlier versions
     def _legacy_signature(self) -> list:

@@ -49,7 +49,10 @@ def test_hash_is_stable_and_content_based():
     assert a.hash == b.hash and len(a.hash) == 16
     assert small(lr=0.4).hash != a.hash
     assert small(seed=1).hash != a.hash
-    assert small(optimizer_kwargs={"delta": 0.1}).hash != a.hash
+    sgdp = dict(optimizer="sgdp", weight_decay_mode="decoupled")
+    assert small(optimizer_kwargs={"delta": 0.1}, **sgdp).hash != small(**sgdp).hash
+    # int and float spellings of one value are one run
+    assert small(lr=1).hash == small(lr=1.0).hash and small(weight_decay=0).hash == small(weight_decay=0.0).hash
     # device and profile label do not change what is computed
     assert small(lr=0.2, device="cpu").hash == a.hash
     assert small(lr=0.2, profile="cpu").hash == a.hash
@@ -57,6 +60,23 @@ def test_hash_is_stable_and_content_based():
     assert RunConfig.from_dict(a.to_dict()).hash == a.hash
     # a pinned value guards against accidental changes of the hashing rule (which would orphan stored results)
     assert RunConfig().hash == "a052f29e77a8318b"
+
+
+def test_bad_schedule_and_optimizer_options_fail_when_the_config_is_made():
+    """A typo or an out-of-range value in ``schedule_kwargs`` / ``optimizer_kwargs``, or an option combination the
+    optimizer rejects, fails at ``RunConfig(...)`` with the field named -- not when a sweep reaches the cell."""
+    for kw, field_name in [(dict(schedule_kwargs={"milestones": [150, 225]}), "schedule_kwargs"),  # epochs
+                           (dict(schedule_kwargs={"milestone": [0.3]}), "schedule_kwargs"),
+                           (dict(schedule_kwargs={"factor": 10.0}), "schedule_kwargs"),
+                           (dict(schedule="cosine", schedule_kwargs={"eta_min": 0.01}), "schedule_kwargs"),
+                           (dict(optimizer_kwargs={"delta": 0.1}), "optimizer_kwargs"),  # sgd takes none
+                           (dict(optimizer="sgdp", weight_decay_mode="decoupled", optimizer_kwargs={"detla": 0.1}),
+                            "optimizer_kwargs"),
+                           (dict(nesterov=True, momentum=0.0), "optimizer"),
+                           (dict(optimizer="sgdp"), "weight_decay_mode")]:
+        with pytest.raises(ValueError, match=f"^{field_name}:"):
+            small(**kw)
+    small(schedule_kwargs={"milestones": [0.5, 0.75, 0.9], "factor": 0.1})  # valid ones still pass
 
 
 def test_frozen_and_tuning_factor():

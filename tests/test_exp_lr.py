@@ -198,7 +198,7 @@ def test_fit_logs_the_rescale_exponent_and_unscaled_curves_are_continuous():
     try:
         resc = pd.DataFrame(fit(cfg, progress=False)["history"])
         plain = pd.DataFrame(fit(cfg.replace(schedule_kwargs={"rescale_above": None}), progress=False)["history"])
-        step = pd.DataFrame(fit(cfg.replace(schedule="step", num_epochs=1), progress=False)["history"])
+        step = pd.DataFrame(fit(cfg.replace(schedule="step", schedule_kwargs={}, num_epochs=1), progress=False)["history"])
     finally:
         torch.set_default_dtype(old)
     assert resc.exp_lr_log2_rescale.tolist() == [0, 0, 1, 1, 2]

@@ -73,3 +73,32 @@ def test_cli_exits_nonzero_and_names_the_failure(tmp_path, capsys):
     assert main(["run", str(path), "--profile", "smoke", "--results-dir", rd]) == 1
     assert re.search(r"needs_x.ipynb: cell \d+ failed with AssertionError: x is 0", capsys.readouterr().err)
     assert main(["run", str(path), "--profile", "smoke", "--results-dir", rd, "-p", "x", "3"]) == 0
+
+
+def test_cli_checks_parameter_names_before_running(tmp_path, capsys):
+    """``run -p``: a name no selected notebook declares is refused before anything runs (a typo would otherwise
+    train the default); a name only some notebooks declare goes to those; ``true``/``false`` are booleans;
+    ``profile`` / ``results_dir`` are the runner's options, not ``-p`` parameters."""
+    import nbformat
+
+    from repro_lib.__main__ import main
+    from repro_lib.notebook import parse_value, split_parameters
+
+    def notebook(name, extra):
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+        p = nbformat.v4.new_code_cell('profile: str = "cpu"  # help\nresults_dir: str = "results"  # help\n' + extra)
+        p.metadata["tags"] = ["parameters"]
+        nb.cells = [p, nbformat.v4.new_code_cell("print('ran')")]
+        nbformat.write(nb, tmp_path / name)
+        return str(tmp_path / name)
+
+    a, b = notebook("a.ipynb", "download: bool = False  # help"), notebook("b.ipynb", "seed: int = 0  # help")
+    assert split_parameters([a, b], {"download": True, "seed": 2}) == [{"download": True}, {"seed": 2}]
+    assert parse_value("false") is False and parse_value("True") is True and parse_value("0.1") == 0.1
+    rd = str(tmp_path / "r")
+    assert main(["run", a, b, "--profile", "smoke", "--results-dir", rd, "-p", "seeed", "3"]) == 2
+    assert "seeed: not a parameter of any selected notebook" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()  # nothing ran
+    assert main(["run", a, "--profile", "smoke", "--results-dir", rd, "-p", "profile", "paper"]) == 2
+    assert "--profile" in capsys.readouterr().err

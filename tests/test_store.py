@@ -123,7 +123,7 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     import torch
 
     def boom(obj, f, *a, **k):
-        Path(f).write_bytes(b"half a file")
+        f.write(b"half a file")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(torch, "save", boom)
@@ -131,6 +131,23 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
         store.save_checkpoint(cfg, {"epoch": 2})
     monkeypatch.undo()
     assert store.load_checkpoint(cfg)["epoch"] == 1
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == [f"{cfg.hash}.pt"]  # no temporary left
+
+
+def test_unreadable_checkpoint_restarts_the_run(tmp_path):
+    """A truncated checkpoint (a node that died mid-write) is set aside with a warning and the run starts over,
+    instead of failing every requeue; the next checkpoint is written normally."""
+    store = Store(tmp_path)
+    cfg = _cfgs()[0]
+    store.save_checkpoint(cfg, {"epoch": 1})
+    path = tmp_path / "checkpoints" / f"{cfg.hash}.pt"
+    path.write_bytes(path.read_bytes()[:20])
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert store.load_checkpoint(cfg) is None
+    assert not path.exists() and (tmp_path / "checkpoints" / f"{cfg.hash}.pt.corrupt").exists()
+    assert store.load_checkpoint(cfg) is None
+    store.save_checkpoint(cfg, {"epoch": 2})
+    assert store.load_checkpoint(cfg)["epoch"] == 2
 
 
 def test_sweep_groups_runs_into_one_stacked_model(tmp_path):

@@ -45,6 +45,8 @@ def _build_sgd(cfg, model):
     ``weight_decay_mode="decoupled"`` is rejected here: plain SGD in these papers is coupled."""
     if cfg.weight_decay_mode != "coupled":
         raise ValueError("weight_decay_mode: optimizer 'sgd' implements coupled L2 only")
+    if cfg.optimizer_kwargs:
+        raise ValueError(f"optimizer_kwargs: optimizer 'sgd' takes none, got {sorted(cfg.optimizer_kwargs)}")
     return torch.optim.SGD(trainable(model), lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
                            weight_decay=cfg.weight_decay, foreach=True)
 

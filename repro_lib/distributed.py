@@ -7,17 +7,33 @@ Tables 1-2).
 * processes: ``RANK`` / ``WORLD_SIZE`` / ``LOCAL_RANK`` from the environment (set by ``torchrun``); absent = one
   process. Backend ``nccl`` on CUDA (device ``cuda:LOCAL_RANK``), ``gloo`` on CPU. ``batch_size`` is the
   **global** batch B; each rank gets B / world_size images per step (a ``ValueError`` if it does not divide).
+  ``cfg.world_size`` is the process count and part of the run's identity (hashed when not 1): torchrun's
+  WORLD_SIZE must equal it (:func:`check_world_size`, a ``ValueError`` naming ``world_size`` before any data is
+  read), a stored result or checkpoint that recorded another count is refused (runs stored before the field
+  existed share the 1-process hash), and the checkpoint records the count.
 * data: ``repro_lib.imagefolder`` (streaming JPEG decoding in DataLoader workers, RandomResizedCrop(0.08-1,
-  3/4-4/3) + flip, Resize/CenterCrop evaluation, class-balanced seeded subset of ``n`` images,
-  ``DistributedSampler`` shards with ``set_epoch``); normalization on the device.
+  3/4-4/3) + flip, Resize/CenterCrop evaluation, seeded subset of ``n`` images drawn as ``cfg.subset_draw``
+  says -- Sec. 6 plans: ``"uniform"``, the paper's "80k randomly sampled data" (line 366); the field's default
+  ``"balanced"`` keeps the hashes of runs stored before it existed --, ``DistributedSampler`` shards with
+  ``set_epoch``); normalization on the device; train/val class folders must match (:func:`build_data`).
 * model: ``repro_lib.models.create(cfg.model, num_classes)`` initialised from ``cfg.seed`` on every rank (DDP also
   broadcasts rank 0's parameters), wrapped in DDP when world_size > 1. BatchNorm statistics are per rank
   (B / world_size images per BN batch, the usual multi-GPU ImageNet convention; the papers do not say how many
-  GPUs they used); ``sync_bn=True`` converts to ``SyncBatchNorm`` (CUDA only).
+  GPUs they used, so the result depends on ``world_size``, which is why it is hashed); ``sync_bn=True`` converts
+  to ``SyncBatchNorm`` (CUDA only). DDP broadcasts buffers at the start of each forward only, so after each
+  epoch :func:`sync_buffers` copies rank 0's BN running statistics to every rank before evaluation and the
+  checkpoint. EfficientNet-B0 is timm's plain ``efficientnet_b0`` (no dropout/drop-path, BN eps 1e-5, momentum
+  0.1; the original's 0.2/0.2/TF-BN are not used, see ``repro_lib.models.timm_models``).
 * optimizer: ``repro_lib.optim.build_optimizer`` (``"sgd"`` = ``torch.optim.SGD``: coupled L2 weight decay
   ``g ← g + λx`` before PyTorch momentum ``v ← μv + g; x ← x − ηv``, on every trainable tensor, BN affine and
-  biases included, as in Yun et al.); LR from ``repro_lib.schedules.build_schedule`` written before every step
-  (global 0-based step). Defaults are Sec. 6's: B = 512, η = 0.1, μ = 0.9, 200 epochs, LR ÷10 at 50/75/90 %.
+  biases included). Decaying every tensor is **our assumption**: Sec. 6 says only "SGD ... only the WD is
+  tuned"; timm's optimizer factory (``filter_bias_and_bn``) would exclude BN and bias tensors. LR from
+  ``repro_lib.schedules.build_schedule`` written before every step (global 0-based step). Defaults are Sec. 6's:
+  B = 512, η = 0.1, μ = 0.9, 200 epochs, LR ÷10 at 50/75/90 %.
+* CutMix (``cutmix_prob > 0``; AdamP Table 2 only): each rank draws its own λ, box and in-rank permutation from
+  a generator seeded by (seed, epoch, rank) for its B / world_size images, not one draw per global batch as a
+  1-process run would; so a K-process CutMix run is a different (equally valid) run from the 1-process one, and
+  reproducible for a fixed ``world_size``.
 * angular tracker (rank 0): ``repro_lib.angular.AngularTracker`` over ``model.scale_invariant_names`` (conv
   weights followed by a norm layer), Δθ per epoch (Eq. 11), ‖x‖, η/‖x‖² (Eq. 9), ηN/(‖x‖²B) (Eq. 10).
 * metrics: training loss/accuracy summed over ranks (``all_reduce``), evaluation sharded without padding and
@@ -28,8 +44,11 @@ Tables 1-2).
 Launch (``python -m repro_lib.distributed --help``)::
 
     torchrun --standalone --nproc_per_node=8 -m repro_lib.distributed \\
-        --config '{"model": "efficientnet_b0", "n": 80000, "weight_decay": 0.0016}' \\
+        --config '{"model": "efficientnet_b0", "n": 80000, "subset_draw": "uniform", "weight_decay": 0.0016,
+                   "world_size": 8}' \\
         --results-dir results --data-root /data
+
+(``world_size`` must equal the processes torchrun starts: nodes × ``--nproc_per_node``.)
 
 The end of the module declares the Sec. 6 experiment (its four profiles as data) and the tuning-factor
 prediction of the full-data weight decay from the subset's optimum.
@@ -68,7 +87,8 @@ class ImageFolderConfig(ConfigBase):
     dataset: str = "imagenet"  # folder under the data root: <root>/<dataset>/{train,<val_split>}/<class>/*
     val_split: str = "val"  # evaluation split folder ("val" for ImageNet, "test" for the CIFAR JPEG mirror)
     image_size: int = 224  # training crop / evaluation centre crop
-    n: int = 0  # class-balanced seeded training subset (0 = every training image)
+    n: int = 0  # seeded training subset of n images, drawn as subset_draw says (0 = every training image)
+    subset_draw: str = "balanced"  # "uniform" (Yun et al. Sec. 6: "randomly sampled") | "balanced" (n // C per class)
     n_val: int = 0  # class-balanced evaluation subset (0 = the whole split)
     batch_size: int = 512  # GLOBAL batch (per rank: batch_size / world_size)
     lr: float = 0.1
@@ -84,6 +104,7 @@ class ImageFolderConfig(ConfigBase):
     label_smoothing: float = 0.0
     cutmix_prob: float = 0.0  # CutMix (Yun et al. 2019) probability per batch; AdamP Table 2 ResNet-50 + CutMix: 1.0
     cutmix_beta: float = 1.0  # λ ~ Beta(β, β)
+    world_size: int = 1  # processes (GPUs) the run is trained on; checked against torchrun's WORLD_SIZE at launch
     sync_bn: bool = False  # SyncBatchNorm across ranks (CUDA only)
     amp: bool = False  # bf16 autocast on CUDA (not in the paper; off by default)
     seed: int = 0
@@ -94,13 +115,15 @@ class ImageFolderConfig(ConfigBase):
 
     _NOT_HASHED: ClassVar[tuple] = ("device", "profile", "eval_every", "num_workers")
     _HASH_KIND: ClassVar[str] = "imagefolder"
+    # added after runs were stored: hashed when not at their default, so earlier (1-process, balanced) hashes hold
+    _HASHED_IF_SET: ClassVar[tuple] = ("subset_draw", "world_size")
 
     def __post_init__(self):
         self._freeze_and_check_types()
         self._validate()
 
     def _validate(self):
-        for name in ("lr", "batch_size", "num_epochs", "image_size", "eval_every"):
+        for name in ("lr", "batch_size", "num_epochs", "image_size", "eval_every", "world_size"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: must be positive, got {getattr(self, name)!r}")
         for name in ("n", "n_val", "num_workers"):
@@ -116,6 +139,11 @@ class ImageFolderConfig(ConfigBase):
             raise ValueError(f"cutmix_beta: must be positive, got {self.cutmix_beta!r}")
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label_smoothing: must be in [0, 1), got {self.label_smoothing!r}")
+        if self.batch_size % self.world_size:
+            raise ValueError(f"batch_size: {self.batch_size} is not divisible by world_size={self.world_size} "
+                             f"(batch_size is the global batch, split evenly over the processes)")
+        if self.subset_draw not in imagefolder.SUBSET_DRAWS:
+            raise ValueError(f"subset_draw: must be one of {imagefolder.SUBSET_DRAWS}, got {self.subset_draw!r}")
         if self.n and self.batch_size > self.n:
             raise ValueError(f"batch_size: {self.batch_size} is larger than n={self.n}")
         if self.device not in ("auto", "cpu", "cuda"):
@@ -188,20 +216,40 @@ def _unwrap(model):
     return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
 
 
+def sync_buffers(model, env: DistEnv) -> None:
+    """Broadcast rank 0's buffers (BatchNorm running mean/var, ``num_batches_tracked``) to every rank. DDP
+    broadcasts buffers only at the start of each forward, so after an epoch's last step every rank holds the
+    running statistics of its own last batches; evaluation (sharded over ranks) and the checkpoint then use
+    rank 0's on every rank. Training is unchanged: the next forward would have broadcast rank 0's anyway."""
+    if env.distributed:
+        for b in _unwrap(model).buffers():
+            dist.broadcast(b.data, src=0)
+
+
 def _finite_params(model) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
 # ----------------------------------------------------------------------------------------------- training
 def build_data(cfg: ImageFolderConfig, data_root=None):
-    """(train dataset, eval dataset): the class-balanced seeded subsets of ``cfg.n`` / ``cfg.n_val`` images."""
+    """(train dataset, eval dataset): the seeded training subset of ``cfg.n`` images drawn as
+    ``cfg.subset_draw`` says (Sec. 6: ``"uniform"``) and the class-balanced evaluation subset of ``cfg.n_val``.
+    Each split's classes are its sorted folder names, so a ``ValueError`` if the two splits' class lists differ
+    (labels would otherwise silently mean different classes)."""
     train = imagefolder.ImageFolderDataset(cfg.dataset, "train", data_root, cfg.image_size, train=True,
-                                           seed=cfg.seed).subset(cfg.n, cfg.seed)
-    val = imagefolder.ImageFolderDataset(cfg.dataset, cfg.val_split, data_root, cfg.image_size,
-                                         train=False).subset(cfg.n_val, 0)
+                                           seed=cfg.seed)
+    val = imagefolder.ImageFolderDataset(cfg.dataset, cfg.val_split, data_root, cfg.image_size, train=False)
+    if val.classes != train.classes:
+        only_t = sorted(set(train.classes) - set(val.classes))[:5]
+        only_v = sorted(set(val.classes) - set(train.classes))[:5]
+        raise ValueError(
+            f"val_split: the class folders of {val.dir} differ from those of {train.dir} "
+            f"({len(val.classes)} vs {len(train.classes)} classes; only in train: {only_t}, only in "
+            f"{cfg.val_split}: {only_v}{'' if only_t or only_v else ', same names in another order'}); both "
+            f"splits need the same <class> folders")
     if cfg.n and len(train) < cfg.n:
         raise ValueError(f"n: {cfg.n} exceeds the {len(train)} training images of {cfg.dataset}")
-    return train, val
+    return train.subset(cfg.n, cfg.seed, cfg.subset_draw), val.subset(cfg.n_val, 0)
 
 
 @torch.no_grad()
@@ -239,6 +287,7 @@ def fit_imagefolder(cfg, store=None, data_root=None, progress: bool = True, metr
         cfg = ImageFolderConfig.from_dict(cfg)
     env = setup_distributed(cfg.device)
     try:
+        check_world_size(cfg, env.world_size)
         result = _fit(cfg, env, store if env.is_main else None, data_root, progress and env.is_main,
                       metrics_path if env.is_main else None, state_out)
         if env.distributed:
@@ -249,6 +298,29 @@ def fit_imagefolder(cfg, store=None, data_root=None, progress: bool = True, metr
             dist.destroy_process_group()
 
 
+def check_world_size(cfg: ImageFolderConfig, actual: int, what: str = "torchrun started") -> None:
+    """``ValueError`` naming ``world_size`` unless ``cfg.world_size == actual``. The process count is part of a
+    run's identity: BatchNorm statistics are per process (``batch_size / world_size`` images per BN batch), so
+    the same config on another number of GPUs is another computation (and another stored run)."""
+    if cfg.world_size != actual:
+        raise ValueError(
+            f"world_size: the config says world_size={cfg.world_size} but {what} {actual} process(es); BatchNorm "
+            f"batches are batch_size / world_size images per process, so the process count is part of the run "
+            f"(and of its hash). Build the config with world_size={actual} (plans take it as an override, e.g. "
+            f"section6_plan(profile, world_size={actual})) or launch {cfg.world_size} process(es) "
+            f"(torchrun --nproc_per_node={cfg.world_size}).")
+
+
+def _check_stored_world_size(cfg: ImageFolderConfig, stored, what: str) -> None:
+    """Runs stored before ``world_size`` was a config field share the 1-process hash: refuse to reuse or resume
+    one that recorded another process count."""
+    ws = (stored or {}).get("world_size")
+    if ws is not None and ws != cfg.world_size:
+        raise ValueError(f"world_size: the store's {what} of run {cfg.hash} was trained on {ws} process(es), this "
+                         f"launch has world_size={cfg.world_size}; pass world_size={ws} to reuse it, or remove "
+                         f"the stored run to retrain")
+
+
 def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metrics_path, state_out) -> dict:
     from .models import create
     from .optim import build_optimizer
@@ -257,9 +329,8 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
     done = store.get(cfg) if store is not None else None
     done = _broadcast(done, env)
     if done is not None:
+        _check_stored_world_size(cfg, done, "finished result")
         return {**done, "history": store.history(cfg) if store is not None else []}
-    if cfg.batch_size % env.world_size:
-        raise ValueError(f"batch_size: {cfg.batch_size} is not divisible by world_size={env.world_size}")
     local_batch = cfg.batch_size // env.world_size
 
     train_ds, val_ds = build_data(cfg, data_root)
@@ -292,6 +363,7 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
         state = store.load_checkpoint(cfg, map_location="cpu")
     state = _broadcast(state, env)
     if state is not None:
+        _check_stored_world_size(cfg, state, "checkpoint")
         _unwrap(model).load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if tracker is not None and state.get("tracker") is not None:
@@ -355,6 +427,7 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
             history.append(rec)
             _log(store, metrics_path, cfg, rec)
             break
+        sync_buffers(model, env)  # one set of BN running statistics for evaluation and the checkpoint
         if tracker is not None:
             rec.update(tracker.end_epoch(lr=lr_epoch, n=n_train, batch_size=cfg.batch_size))
         rec["seconds"] = time.perf_counter() - t0
@@ -363,8 +436,8 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
         history.append(rec)
         _log(store, metrics_path, cfg, rec)
         if store is not None:
-            store.save_checkpoint(cfg, {"epoch": epoch + 1, "model": _unwrap(model).state_dict(),
-                                        "optimizer": optimizer.state_dict(),
+            store.save_checkpoint(cfg, {"epoch": epoch + 1, "world_size": env.world_size,
+                                        "model": _unwrap(model).state_dict(), "optimizer": optimizer.state_dict(),
                                         "tracker": tracker.state_dict() if tracker is not None else None,
                                         "history": history})
         if bar is not None:
@@ -405,12 +478,17 @@ def _log(store, metrics_path, cfg, rec):
 
 
 # ----------------------------------------------------------------------------------------------- launching
-def torchrun_command(cfg, nproc: int, results_dir=None, data_root=None, metrics_path=None,
+def torchrun_command(cfg, nproc: int | None = None, results_dir=None, data_root=None, metrics_path=None,
                      python: str | None = None) -> list[str]:
-    """The ``torchrun`` command (argv list) that trains ``cfg`` on ``nproc`` processes of this machine
+    """The ``torchrun`` command (argv list) that trains ``cfg`` on ``cfg.world_size`` processes of this machine
     (``--standalone``: single node, a free rendezvous port). Multi-node: replace ``--standalone`` by torchrun's
-    ``--nnodes/--node_rank/--rdzv_endpoint`` options."""
+    ``--nnodes/--node_rank/--rdzv_endpoint`` options (``world_size`` = nodes × processes per node).
+    ``nproc`` other than ``cfg.world_size``: the command trains ``cfg.replace(world_size=nproc)`` -- another run
+    (another hash: BN batches of ``batch_size / nproc``), whose ``world_size`` is visible in the printed JSON."""
     cfg = cfg if isinstance(cfg, ImageFolderConfig) else ImageFolderConfig.from_dict(cfg)
+    if nproc is not None and nproc != cfg.world_size:
+        cfg = cfg.replace(world_size=nproc)
+    nproc = cfg.world_size
     cmd = [python or sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "repro_lib.distributed", "--config", json.dumps(cfg.to_dict(), sort_keys=True)]
     if results_dir:
@@ -429,21 +507,29 @@ def shell_command(cmd: list[str]) -> str:
     return " ".join(shlex.quote(c) for c in cmd)
 
 
-def run_configs(cfgs, store, data_root=None, nproc: int = 1, progress: bool = True, metrics_path=None) -> list[dict]:
-    """Train every config (skipping finished ones in ``store``): in this process when ``nproc == 1``, else one
-    ``torchrun`` launch of ``nproc`` processes per config (results read back from the store)."""
+def run_configs(cfgs, store, data_root=None, nproc: int | None = None, progress: bool = True,
+                metrics_path=None) -> list[dict]:
+    """Train every config (skipping finished ones in ``store``): in this process when ``cfg.world_size == 1``,
+    else one ``torchrun`` launch of ``cfg.world_size`` processes per config (results read back from the store).
+    ``nproc``: optional, the process count the caller expects; a ``ValueError`` naming ``world_size`` if a config
+    says otherwise (before anything is trained), since the count is part of the run (see :func:`check_world_size`)."""
+    cfgs = [c if isinstance(c, ImageFolderConfig) else ImageFolderConfig.from_dict(c) for c in cfgs]
+    if nproc is not None:
+        for cfg in cfgs:
+            check_world_size(cfg, nproc, "run_configs was asked for nproc =")
     out = []
     for cfg in cfgs:
-        if nproc <= 1:
+        if cfg.world_size == 1:
             out.append(fit_imagefolder(cfg, store=store, data_root=data_root, progress=progress,
                                        metrics_path=metrics_path))
             continue
         rc = 0
         if store.get(cfg) is None:
-            rc = subprocess.run(torchrun_command(cfg, nproc, store.root, data_root, metrics_path)).returncode
+            rc = subprocess.run(torchrun_command(cfg, None, store.root, data_root, metrics_path)).returncode
         res = store.get(cfg)  # the store decides: a rank that aborts after rank 0 stored the result is harmless
         if res is None:
             raise RuntimeError(f"torchrun exited with {rc} and the store holds no result for {cfg.hash}")
+        _check_stored_world_size(cfg, res, "finished result")
         out.append({**res, "history": store.history(cfg)})
     return out
 
@@ -493,11 +579,12 @@ def predict_weight_decay(wd_subset: float, n_subset: int, n_full: int, batch_siz
 REFERENCE_IMAGES_PER_GPU_SECOND = {"efficientnet_b0": 1000.0, "resnet50": 800.0, "mobilenetv2_100": 1200.0}
 
 # Sec. 6 grids: Fig. 8 is a plot (its exact λ grid is not in the text); our reading is a ×2 grid around the
-# reported optima (subset: 0.0016; full data: 5e-5 best, 1e-4 second).
+# reported optima (subset: 0.0016; full data: 5e-5 best, 1e-4 second). Subsets are uniform draws (line 366: "80k
+# randomly sampled data"), world_size 1 unless the caller overrides it (section6_plan(..., world_size=8)).
 _PAPER_SUB_WD = [0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064]
 _PAPER_FULL_WD = [1.25e-5, 2.5e-5, 5e-5, 1e-4, 2e-4, 4e-4]
 _SEC6_BASE = dict(model="efficientnet_b0", dataset="imagenet", val_split="val", image_size=224, batch_size=512,
-                  lr=0.1, momentum=0.9, num_epochs=200, schedule="step",
+                  subset_draw="uniform", lr=0.1, momentum=0.9, num_epochs=200, schedule="step",
                   schedule_kwargs={"milestones": [0.5, 0.75, 0.9]}, num_workers=8)
 
 #: Yun et al. 2022 Sec. 6 (Fig. 8) for each profile, as data. ``n_subset`` / ``n_full``: training images of the
@@ -527,7 +614,7 @@ def section6_plan(profile: str, seed: int = 0, **overrides) -> tuple[list[ImageF
                                                                      list[ImageFolderConfig], dict]:
     """(subset configs, full-data configs, profile sizes) of Sec. 6 for ``profile``; ``seed`` is added to the
     profile's seeds; ``overrides``: config fields applied to every run (e.g. ``device``, ``num_workers``,
-    ``num_epochs``; a falsy value means "the profile's")."""
+    ``num_epochs``, ``world_size`` = processes per run; a falsy value means "the profile's")."""
     from .profiles import check_profile
 
     check_profile(profile)
@@ -563,13 +650,21 @@ def wd_search(cfgs, results, predicted: float | None = None) -> "pd.DataFrame": 
     return out
 
 
-def estimate_gpu_hours(cfgs, n_full: int = 1_281_167) -> float:
-    """Σ N · epochs / reference throughput (``REFERENCE_IMAGES_PER_GPU_SECOND``), in GPU-hours; ``n = 0`` counts
-    as ``n_full``. Scaled by (image_size/224)²."""
+#: cost of evaluating one image relative to training on one (a forward pass ≈ 1/3 of forward + backward)
+EVAL_COST_PER_IMAGE = 1 / 3
+
+
+def estimate_gpu_hours(cfgs, n_full: int = 1_281_167, n_val_full: int = 50_000) -> float:
+    """GPU-hours of training plus evaluation at the reference throughput (``REFERENCE_IMAGES_PER_GPU_SECOND``,
+    scaled by (224/image_size)²): per run N · epochs training images plus ``EVAL_COST_PER_IMAGE`` × N_val ×
+    ceil(epochs / eval_every) evaluated images (evaluation every ``eval_every`` epochs and at the last; the
+    gpu/paper profiles evaluate all 50,000 ImageNet validation images every epoch). ``n = 0`` counts as
+    ``n_full``, ``n_val = 0`` as ``n_val_full``."""
     total = 0.0
     for c in cfgs:
         ips = REFERENCE_IMAGES_PER_GPU_SECOND.get(c.model, 1000.0) * (224 / c.image_size) ** 2
-        total += (c.n or n_full) * c.num_epochs / ips
+        evals = math.ceil(c.num_epochs / c.eval_every)
+        total += ((c.n or n_full) * c.num_epochs + EVAL_COST_PER_IMAGE * (c.n_val or n_val_full) * evals) / ips
     return total / 3600
 
 

@@ -17,8 +17,12 @@ are decoded per sample by ``DataLoader`` workers:
 * samples are uint8 C×H×W tensors (4× less inter-process traffic than float); normalization (ImageNet mean/std,
   or the dataset's own in ``repro_lib.data.DATASETS``) happens on the training device with
   ``repro_lib.data.normalize``.
-* ``subset``: the class-balanced seeded subset of ``repro_lib.data.balanced_subset`` on the labels (the 80k
-  images of Sec. 6 are 80 per class of ImageNet's 1000).
+* ``subset``: a seeded subset of ``n`` images, drawn either ``"uniform"`` (:func:`uniform_subset`: ``n`` images
+  uniformly without replacement from the whole split, so class counts follow the split's class sizes in
+  expectation; Yun et al. Sec. 6, paper line 366: "We first find the tuning factor with 80k randomly sampled
+  data, which is 1/16 of the entire sample", the draw ``distributed.section6_plan`` uses) or ``"balanced"``
+  (``repro_lib.data.balanced_subset``: ``n // C`` per class; the default of :meth:`ImageFolderDataset.subset`,
+  used for shrunk profiles of full-data experiments and for evaluation subsets).
 * ``make_loader``: ``DistributedSampler`` per-rank shards for training (``set_epoch`` reshuffles; the global batch
   of ``B`` images is split into ``B / world_size`` per rank, see :func:`make_loader` for what makes a K-process
   run equal to a 1-process run) and a contiguous, unpadded shard per rank for evaluation.
@@ -121,10 +125,22 @@ def eval_transform(img, size: int):
 
 
 # ------------------------------------------------------------------------------------------------- dataset
+SUBSET_DRAWS = ("uniform", "balanced")
+
+
+def uniform_subset(num: int, n: int, seed: int) -> torch.Tensor:
+    """Sorted positions of ``n`` of ``num`` items drawn uniformly without replacement, seeded (depends only on
+    ``num``, ``n``, ``seed``): the "80k randomly sampled data" of Yun et al. Sec. 6 (paper line 366)."""
+    if not 0 < n <= num:
+        raise ValueError(f"n: must be in [1, {num}], got {n}")
+    g = torch.Generator().manual_seed(10_007 * seed + 29)
+    return torch.randperm(num, generator=g)[:n].sort().values
+
+
 class ImageFolderDataset(Dataset):
     """One split of an ImageFolder, decoded per sample. Item ``k`` is ``(uint8 C×H×W, label, index)`` where
     ``index`` is the image's position in the full (un-subsetted) split (used to seed its augmentation and to
-    check sharding). ``subset(n, seed)`` keeps a class-balanced seeded subset."""
+    check sharding). ``subset(n, seed, draw)`` keeps a seeded uniform or class-balanced subset."""
 
     def __init__(self, dataset: str = "imagenet", split: str = "train", root=None, image_size: int = 224,
                  train: bool = True, seed: int = 0):
@@ -144,11 +160,16 @@ class ImageFolderDataset(Dataset):
     def name(self) -> str:
         return f"{self.dataset}/{self.split}"
 
-    def subset(self, n: int, seed: int) -> "ImageFolderDataset":
-        """Keep ``n`` images, class-balanced and seeded (``repro_lib.data.balanced_subset``); ``n = 0`` or
-        ``n >= len`` keeps everything."""
+    def subset(self, n: int, seed: int, draw: str = "balanced") -> "ImageFolderDataset":
+        """Keep ``n`` seeded images; ``n = 0`` or ``n >= len`` keeps everything. ``draw``: ``"balanced"``
+        (``repro_lib.data.balanced_subset``, ``n // C`` per class) or ``"uniform"`` (:func:`uniform_subset`,
+        Yun et al. Sec. 6's "randomly sampled" subset)."""
+        if draw not in SUBSET_DRAWS:
+            raise ValueError(f"subset_draw: must be one of {SUBSET_DRAWS}, got {draw!r}")
         if n and n < len(self.indices):
-            self.indices = self.indices[balanced_subset(self.labels[self.indices], n, seed)]
+            pick = (balanced_subset(self.labels[self.indices], n, seed) if draw == "balanced"
+                    else uniform_subset(len(self.indices), n, seed))
+            self.indices = self.indices[pick]
         return self
 
     def set_epoch(self, epoch: int) -> None:

@@ -5,6 +5,8 @@ shards rebuild the 1-process global batches, each rank's loss is its batch mean 
 the crop of an image depends only on (seed, epoch, image index). What would break it is BatchNorm, whose batch
 statistics are per rank in DDP (B/2 images instead of B; SyncBatchNorm needs CUDA): the exact comparison uses
 timm's ``test_efficientnet_gn`` (GroupNorm normalizes each sample on its own, so it is batch-independent).
+Because of BatchNorm the process count is part of a run's identity (``world_size``, hashed when not 1), so the
+2-process run of the GroupNorm net is stored under its own hash even though it equals the 1-process run.
 """
 import json
 import os
@@ -14,12 +16,14 @@ import pytest
 import torch
 
 from repro_lib import imagefolder as imf
+from repro_lib import distributed as D
 from repro_lib.distributed import (ImageFolderConfig, fit_imagefolder, predict_weight_decay, section6_plan,
                                    shell_command, torchrun_command)
 from repro_lib.store import Store
 
 CFG = dict(model="test_efficientnet_gn", dataset="synthetic-imagefolder", image_size=32, n=16, batch_size=8,
            num_epochs=2, lr=0.02, weight_decay=1e-3, num_workers=0, device="cpu", seed=1)
+CFG2 = {**CFG, "world_size": 2}
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +32,7 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dist")
     data = tmp / "data"
     imf.write_synthetic_imagefolder(data, num_classes=4, per_class=6, val_per_class=3, size=32)
-    cmd = torchrun_command(CFG, 2, results_dir=tmp / "res2", data_root=data, metrics_path=tmp / "m2.jsonl")
+    cmd = torchrun_command(CFG2, results_dir=tmp / "res2", data_root=data, metrics_path=tmp / "m2.jsonl")
     cmd += ["--state-out", str(tmp / "s2"), "--no-progress"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -77,7 +81,7 @@ def test_two_processes_equal_one_process_with_the_same_global_batch(runs):
 
 
 def test_rank0_writes_store_and_metrics(runs):
-    cfg = ImageFolderConfig.from_dict(CFG)
+    cfg = ImageFolderConfig.from_dict(CFG2)
     st = Store(runs["tmp"] / "res2")
     res = st.get(cfg)
     assert res["status"] == "finished" and res["world_size"] == 2 and res["n_train"] == 16
@@ -90,9 +94,82 @@ def test_rank0_writes_store_and_metrics(runs):
         assert abs(h1["train_loss"] - h2["train_loss"]) < 1e-4 and h1["test_acc"] == h2["test_acc"]
         assert abs(h1["angular_update"] - h2["angular_update"]) < 1e-4
     assert res["tuning_factor"] == pytest.approx(16 * 0.02 * 1e-3 / (8 * 0.1))
-    # a finished run is read back from the store, not retrained
-    again = fit_imagefolder(CFG, store=st, data_root=runs["data"], progress=False)
+    # a finished run is read back from the store, not retrained (no torchrun launched: data_root is bogus)
+    [again] = D.run_configs([CFG2], st, data_root="/nonexistent", progress=False)
     assert again["test_acc"] == res["test_acc"] and len(again["history"]) == 2
+    # ...but only under its own process count: the 1-process config is another run, not in this store
+    assert st.get(ImageFolderConfig.from_dict(CFG)) is None
+
+
+def test_world_size_is_part_of_the_run_identity_and_checked_at_launch(runs, tmp_path):
+    one, two = ImageFolderConfig.from_dict(CFG), ImageFolderConfig.from_dict(CFG2)
+    assert one.hash == one.replace(world_size=1).hash  # runs stored before the field existed keep their hash
+    assert one.hash != two.hash
+    with pytest.raises(ValueError, match="^batch_size: 8 is not divisible by world_size=3"):
+        ImageFolderConfig.from_dict({**CFG, "world_size": 3})
+    # a 2-process config launched as one process fails before training, naming the parameter
+    store = Store(tmp_path / "res")
+    with pytest.raises(ValueError, match="^world_size: the config says world_size=2 but torchrun started 1"):
+        fit_imagefolder(CFG2, store=store, data_root=runs["data"], progress=False)
+    assert store.status(two) is None and store.load_checkpoint(two) is None
+    with pytest.raises(ValueError, match="^world_size:.*world_size=1.*nproc = 2"):
+        D.run_configs([CFG], store, data_root=runs["data"], nproc=2)
+    assert store.status(one) is None
+    # torchrun_command launches cfg.world_size processes; another nproc is another run, visible in its JSON
+    cmd = torchrun_command(CFG2)
+    assert "--nproc_per_node=2" in cmd and json.loads(cmd[cmd.index("--config") + 1])["world_size"] == 2
+    cmd8 = torchrun_command(CFG, 8)
+    assert "--nproc_per_node=8" in cmd8 and json.loads(cmd8[cmd8.index("--config") + 1])["world_size"] == 8
+
+
+def test_a_stored_run_of_another_process_count_is_neither_reused_nor_resumed(runs, tmp_path):
+    """Runs stored before ``world_size`` was a field share the 1-process hash: a result or checkpoint that
+    recorded 2 processes must not be returned to, or resumed by, a 1-process launch."""
+    one = ImageFolderConfig.from_dict(CFG)
+    store = Store(tmp_path / "legacy")
+    store.start(one)
+    store.save_checkpoint(one, {"epoch": 1, "world_size": 2, "model": {}, "optimizer": {}, "tracker": None,
+                                "history": []})
+    with pytest.raises(ValueError, match="^world_size: the store's checkpoint .* trained on 2 process"):
+        fit_imagefolder(CFG, store=store, data_root=runs["data"], progress=False)
+    store.finish(one, {**runs["single"], "world_size": 2})
+    with pytest.raises(ValueError, match="^world_size: the store's finished result .* trained on 2 process"):
+        fit_imagefolder(CFG, store=store, data_root=runs["data"], progress=False)
+
+
+def test_bn_running_statistics_are_equal_on_every_rank_at_evaluation(tmp_path):
+    """DDP broadcasts buffers only at the start of a forward; ``sync_buffers`` copies rank 0's BatchNorm running
+    statistics to every rank after each epoch, so the sharded evaluation (and the final state) uses one model."""
+    data = tmp_path / "data"
+    imf.write_synthetic_imagefolder(data, num_classes=4, per_class=6, val_per_class=3, size=32)
+    cfg = {**CFG2, "model": "test_efficientnet", "num_epochs": 1}
+    cmd = torchrun_command(cfg, data_root=data) + ["--state-out", str(tmp_path / "s"), "--no-progress"]
+    out = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    r0, r1 = (torch.load(tmp_path / "s" / f"rank{r}.pt", weights_only=False)["model"] for r in (0, 1))
+    bufs = [k for k in r0 if "running_mean" in k or "running_var" in k or "num_batches_tracked" in k]
+    assert bufs and all(torch.equal(r0[k], r1[k]) for k in bufs)
+    # the statistics did move (each rank saw different images: without the broadcast they would differ)
+    assert any(float(r0[k].abs().max()) > 0 for k in bufs if "running_mean" in k)
+    assert all(int(r0[k]) == 2 for k in bufs if "num_batches_tracked" in k)  # 16 images / global batch 8
+
+
+def test_build_data_rejects_splits_with_different_classes(tmp_path):
+    data = tmp_path / "data"
+    imf.write_synthetic_imagefolder(data, num_classes=3, per_class=4, val_per_class=2, size=16)
+    (data / "synthetic-imagefolder" / "val" / "c0001").rename(data / "synthetic-imagefolder" / "val" / "c0009")
+    with pytest.raises(ValueError, match=r"^val_split: .*only in train: \['c0001'\], only in val: \['c0009'\]"):
+        D.build_data(ImageFolderConfig.from_dict({**CFG, "n": 0, "image_size": 16}), data)
+
+
+def test_estimate_gpu_hours_counts_training_and_evaluation():
+    """N·epochs training images + 1/3 × N_val per evaluation, at the reference throughput (paper sizes:
+    80k training images, 50k validation images evaluated every epoch)."""
+    c = ImageFolderConfig(n=80_000, num_epochs=200)
+    train = 80_000 * 200 / 1000.0 / 3600
+    assert D.estimate_gpu_hours([c]) == pytest.approx(train + 50_000 * 200 / 3 / 1000.0 / 3600)
+    assert D.estimate_gpu_hours([c.replace(eval_every=200)]) == pytest.approx(train + 50_000 / 3 / 1000.0 / 3600)
 
 
 def test_torchrun_command_is_printable_and_config_validated():
@@ -113,8 +190,11 @@ def test_section6_prediction_and_profiles():
     for profile in ("smoke", "cpu", "gpu", "paper"):
         sub, full, sizes = section6_plan(profile)
         assert sub and full and all(c.profile == profile for c in sub + full)
+        assert {c.subset_draw for c in sub + full} == {"uniform"}  # line 366: "80k randomly sampled data"
     sub, full, _ = section6_plan("paper")
     assert {c.model for c in sub} == {"efficientnet_b0"} and sub[0].batch_size == 512 and sub[0].n == 80000
+    assert {c.world_size for c in sub + full} == {1}
+    assert {c.world_size for c in section6_plan("paper", world_size=8)[0]} == {8}
     assert sub[0].num_epochs == 200 and list(sub[0].schedule_kwargs["milestones"]) == [0.5, 0.75, 0.9]
     with pytest.raises(ValueError, match="profile"):
         section6_plan("laptop")

@@ -79,6 +79,31 @@ def test_subset_is_the_balanced_subset_of_the_labels(folder):
     assert torch.bincount(labels[ds.indices], minlength=4).tolist() == [3, 3, 3, 3]
 
 
+def test_uniform_subset_is_seeded_and_follows_the_class_sizes():
+    """Yun et al. Sec. 6 (line 366): "80k randomly sampled data" -- a uniform draw, whose class counts follow the
+    split's class sizes (here 100 vs 300 images: 1/4 and 3/4 of the draw), unlike the balanced n // C per class."""
+    labels = torch.tensor([0] * 100 + [1] * 300)
+    a = imf.uniform_subset(len(labels), 200, seed=3)
+    assert torch.equal(a, imf.uniform_subset(len(labels), 200, seed=3))  # a function of (N, n, seed)
+    assert len(a) == 200 == len(set(a.tolist())) and torch.equal(a, a.sort().values)
+    assert not torch.equal(a, imf.uniform_subset(len(labels), 200, seed=4))
+    counts = torch.stack([torch.bincount(labels[imf.uniform_subset(400, 200, s)], minlength=2)
+                          for s in range(50)]).float().mean(0)
+    assert abs(float(counts[0]) - 50) < 3 and abs(float(counts[1]) - 150) < 3  # vs 100/100 when balanced
+    assert torch.bincount(labels[balanced_subset(labels, 200, 3)]).tolist() == [100, 100]
+    with pytest.raises(ValueError, match="^n:"):
+        imf.uniform_subset(10, 11, 0)
+
+
+def test_dataset_subset_draws(folder):
+    ds = imf.ImageFolderDataset("synthetic-imagefolder", "train", folder, image_size=32, seed=0)
+    uni = imf.ImageFolderDataset("synthetic-imagefolder", "train", folder, image_size=32).subset(12, 7, "uniform")
+    assert torch.equal(uni.indices, imf.uniform_subset(32, 12, 7))
+    assert not torch.equal(uni.indices, balanced_subset(ds.labels, 12, 7))
+    with pytest.raises(ValueError, match="^subset_draw:"):
+        ds.subset(12, 7, "stratified")
+
+
 def test_distributed_shards_are_disjoint_and_rebuild_the_global_batches(folder):
     """Rank r of w takes positions r, r+w, … of the epoch permutation; the union of the k-th per-rank batches is
     the k-th batch of a 1-process loader with the global batch size."""

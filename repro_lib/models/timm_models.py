@@ -23,6 +23,18 @@ E.2) and says nothing about zero-init, so we build ``resnet50`` (and ``resnet18_
 also change Table 1's norms and make the first gradient of each block's last conv exactly zero. timm's
 MobileNetV2 / EfficientNet (TF-style ``_init_weight_goog``: BN weight 1, conv N(0, 2/fan_out)) have no such
 option and zero nothing; they are built as timm defines them. A caller's explicit ``zero_init_last`` wins.
+
+**EfficientNet-B0 regularizers and BatchNorm (Yun et al. Sec. 6): timm's defaults, a choice.** ``efficientnet_b0``
+is ``timm.create_model("efficientnet_b0")`` as timm defines it (checked on timm 1.0.31): ``drop_rate=0.0`` (no
+dropout before the classifier), ``drop_path_rate=0.0`` (no drop-connect / stochastic depth), PyTorch BatchNorm
+``eps=1e-5``, ``momentum=0.1``. The original EfficientNet-B0 (Tan & Le 2019) trains with dropout 0.2,
+drop-connect 0.2 and TF-style BN (``eps=1e-3``, decay 0.99, i.e. PyTorch ``momentum=0.01``). Sec. 6 (paper line
+366) gives SGD, B = 512, η = 0.1, μ = 0.9, 200 epochs and the augmentation, and says nothing about dropout,
+drop-connect or BN settings (it replaces the original RMSprop recipe with SGDM and tunes only λ); we keep timm's
+plain defaults rather than import half of the original recipe. Dropout/drop-path are other regularizers next
+to the weight decay being searched, so the λ optimum of Fig. 8 may move with them. A direct caller can pass
+``drop_rate``/``drop_path_rate``/``bn_eps``/``bn_momentum`` through ``create(..., **kw)`` to timm
+(``distributed.ImageFolderConfig`` has no field for them, so ``fit_imagefolder`` always trains timm's defaults).
 """
 from __future__ import annotations
 

@@ -57,6 +57,8 @@ DATASETS: dict[str, DatasetInfo] = {
                                 "cifar10-jpeg",
                                 help="<root>/cifar10-jpeg/{train,test}/<class>/*.jpg: CIFAR-10 re-encoded as JPEG "
                                      "(pixel values differ from CIFAR-10: accuracies are not CIFAR-10 numbers)"),
+    # Tiny ImageNet (Yun et al. Table 9): *choices*, the paper says only "padding, random crops and left-right
+    # flips": ImageNet mean/std normalization, and the same 4-px crop padding as CIFAR (train.py's pad=4).
     "tiny_imagenet": DatasetInfo("tiny_imagenet", "tiny_imagenet", 200, 64, 100000, 10000, _IMAGENET_MEAN,
                                 _IMAGENET_STD, "tiny-imagenet-200", ("train", "val"),
                                 help="<root>/tiny-imagenet-200/ as unpacked from tiny-imagenet-200.zip: "

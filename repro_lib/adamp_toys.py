@@ -13,8 +13,13 @@ silent are stated in each docstring.
 """
 from __future__ import annotations
 
+import itertools
 import math
-from typing import Callable, Iterable
+import os
+import pickle
+import warnings
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -23,6 +28,7 @@ import torch.nn as nn
 
 from .optim.adamp import AdamP, scale_invariance_test
 from .optim.sgdp import SGDP
+from .store import _tmp_name
 
 # ----------------------------------------------------------------------------------------------------- optimizers
 TOY_OPTIMIZERS = ("gd", "sgd", "sgd_wd", "sgdp", "sgdp_inplace", "adam", "adamw", "adamp")
@@ -297,33 +303,131 @@ def cos_statistics(model: nn.Module, scale_invariant_names: Iterable[str], loss_
     return pd.DataFrame(rows)
 
 
+def epoch_batches(epoch: Callable[[int], Iterable], steps_per_epoch: int) -> Callable[[int], Iterator]:
+    """A resumable batch stream for :func:`adamp_cos_run` from a per-epoch source whose batches depend only on the
+    epoch (e.g. ``data.TensorBatches(...).epoch``, seeded by (seed, epoch)): ``stream(start)`` yields the batches
+    of global steps ``start, start + 1, …`` — epoch ``start // steps_per_epoch`` from its
+    ``start % steps_per_epoch``-th batch on, then the following epochs without end."""
+    if steps_per_epoch < 1:
+        raise ValueError(f"steps_per_epoch: must be >= 1, got {steps_per_epoch}")
+
+    def stream(start: int = 0) -> Iterator:
+        ep, skip = divmod(start, steps_per_epoch)
+        while True:
+            yield from itertools.islice(epoch(ep), skip, None)
+            ep, skip = ep + 1, 0
+
+    return stream
+
+
+def _save_atomic(path: Path, state: dict) -> None:
+    """``torch.save`` to a temporary file next to ``path``, fsync, ``os.replace`` (as ``Store.save_checkpoint``):
+    a crash leaves the old file or the new one, never half of one."""
+    tmp = _tmp_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _load_checkpoint(path: Path) -> dict | None:
+    """The file at ``path``, or None; an unreadable one is set aside as ``<name>.corrupt`` with a warning (the run
+    starts over), as ``Store.load_checkpoint`` does."""
+    if not path.exists():
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except (EOFError, RuntimeError, pickle.UnpicklingError) as e:
+        os.replace(path, path.with_name(path.name + ".corrupt"))
+        warnings.warn(f"checkpoint {path} is unreadable ({e}); moved to {path.name}.corrupt, the run restarts")
+        return None
+
+
+def _rng_state() -> dict:
+    return dict(cpu=torch.get_rng_state(),
+                cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["cpu"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
 def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weight_decay: float = 0.0,
                   delta: float = 0.1, schedule: str = "constant", record_every: int = 1,
-                  progress: bool = False) -> pd.DataFrame:
+                  progress: bool = False, checkpoint: str | os.PathLike | None = None,
+                  checkpoint_every: int = 1000, run_key: dict | None = None) -> pd.DataFrame:
     """Appendix C / Table B.1 measurement ("Based on ImageNet training with ResNet18"): train ``model`` with
     AdamP (β = (0.9, 0.999), ε = 1e-8, decoupled wd ×lr as torch's AdamW: Table 2's "wd 1e-4" at lr 1e-3 is
-    ``weight_decay=0.1``) for ``steps`` batches drawn from the iterable ``batches`` of (x, y), the LR
-    ``schedule`` ("constant", or "cosine": per-iteration cosine annealing to 0 over the ``steps``, Sec. 4.1 /
-    Appendix E.2) and record the ``cos_statistics`` of every ``ndim > 1`` tensor on the gradient of every
-    ``record_every``-th step (and the last one) before that step is taken (labels from
-    ``model.scale_invariant_names``). The paper does not say at which steps its statistics were taken; sampling
-    at regular intervals over the whole run is our reading. Rows carry the step and its LR."""
-    import itertools
+    ``weight_decay=0.1``) for ``steps`` batches of (x, y), the LR ``schedule`` ("constant", or "cosine":
+    per-iteration cosine annealing to 0 over the ``steps``, Sec. 4.1 / Appendix E.2) and record the
+    ``cos_statistics`` of every ``ndim > 1`` tensor on the gradient of every ``record_every``-th step (and the
+    last one) before that step is taken (labels from ``model.scale_invariant_names``). The paper does not say at
+    which steps its statistics were taken; sampling at regular intervals over the whole run is our reading. Rows
+    carry the step and its LR.
 
+    ``batches``: an iterable of (x, y), read lazily (ImageNet batches are not all kept in memory), or a callable
+    ``batches(start)`` returning the batches of steps ``start, start + 1, …`` (:func:`epoch_batches`,
+    :func:`imagefolder_batches` with ``start_step``); only the callable form can resume.
+
+    ``checkpoint`` (a file path; needs callable ``batches``): nothing lost. Every ``checkpoint_every`` steps the
+    step reached, model and optimizer state dicts, the rows recorded so far and the torch (CPU and CUDA) RNG
+    states are written there atomically (temporary file, fsync, ``os.replace``); a call that finds the file
+    resumes from it, so a killed run loses at most ``checkpoint_every`` steps and the resumed run's rows and
+    weights are those of an uninterrupted run: the batches of a step are a function of the step, the schedule is
+    pure, and the RNG state (unused by the ResNets here, used by e.g. dropout) is restored — bit-identical where
+    the kernels are deterministic (CPU; on CUDA, cuDNN's nondeterministic backward already makes two
+    uninterrupted runs differ in the last bits). When the run finishes the file is replaced (atomically) by the
+    finished record — the rows and the final model state dict, no optimizer state — and a later call returns
+    those rows and loads those weights into ``model`` without training. The file records the run's arguments
+    plus ``run_key`` (what the caller's model and data depend on, e.g. profile sizes, seed, dataset); a file of
+    another run raises ``ValueError`` rather than be overwritten or reused. A ``batches`` that ends before
+    ``steps`` raises ``ValueError`` (nothing short is recorded as finished)."""
     from .schedules import Constant, Cosine
 
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule: {schedule!r} is not 'constant' or 'cosine'")
-    if steps < 1 or record_every < 1:
-        raise ValueError(f"steps ({steps}) and record_every ({record_every}) must be >= 1")
+    if steps < 1 or record_every < 1 or checkpoint_every < 1:
+        raise ValueError(f"steps ({steps}), record_every ({record_every}) and checkpoint_every "
+                         f"({checkpoint_every}) must be >= 1")
+    if checkpoint is not None and not callable(batches):
+        raise ValueError("checkpoint: resuming needs batches as a callable start_step -> iterable "
+                         "(epoch_batches, imagefolder_batches(start_step=...)), got a plain iterable")
     model.train()
     opt = AdamP(model.parameters(), lr=lr, weight_decay=weight_decay, delta=delta)
     sched = Cosine(lr, steps) if schedule == "cosine" else Constant(lr)
     si = set(model.scale_invariant_names)
     named = [(n, p) for n, p in model.named_parameters() if p.ndim > 1 and p.requires_grad]
-    rows = []
-    taken = itertools.islice(iter(batches), steps)  # lazily: ImageNet batches are not all kept in memory
-    for step, (x, y) in enumerate(taken):
+    key = dict(steps=steps, lr=lr, weight_decay=weight_decay, delta=delta, schedule=schedule,
+               record_every=record_every, params=[(n, tuple(p.shape)) for n, p in model.named_parameters()],
+               run_key=run_key)
+    rows, start = [], 0
+    path = Path(checkpoint) if checkpoint is not None else None
+    state = _load_checkpoint(path) if path is not None else None
+    if state is not None:
+        if state["key"] != key:
+            diff = sorted(k for k in key if state["key"].get(k) != key[k])
+            raise ValueError(f"checkpoint: {path} belongs to another run (differs in {diff}); delete it or pass "
+                             f"another path")
+        model.load_state_dict(state["model"])
+        if state["finished"]:
+            return pd.DataFrame(state["rows"])
+        opt.load_state_dict(state["optimizer"])
+        _set_rng_state(state["rng"])
+        rows, start = state["rows"], state["step"]
+        if progress:
+            print(f"resumed from {path} at step {start}/{steps}", flush=True)
+    elif path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    stream = batches(start) if callable(batches) else batches
+    taken = itertools.islice(iter(stream), steps - start)
+    done = start
+    for step, (x, y) in enumerate(taken, start):
         sched.apply(opt, step)
         model.zero_grad(set_to_none=True)
         nn.functional.cross_entropy(model(x), y).backward()
@@ -332,6 +436,14 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
             if progress and step % (record_every * 100) == 0:
                 print(f"step {step}/{steps}", flush=True)
         opt.step()
+        done = step + 1
+        if path is not None and done % checkpoint_every == 0 and done < steps:
+            _save_atomic(path, dict(finished=False, key=key, step=done, model=model.state_dict(),
+                                    optimizer=opt.state_dict(), rows=rows, rng=_rng_state()))
+    if done < steps:
+        raise ValueError(f"batches: ran out after {done} of {steps} steps")
+    if path is not None:
+        _save_atomic(path, dict(finished=True, key=key, step=steps, model=model.state_dict(), rows=rows))
     return pd.DataFrame(rows)
 
 
@@ -356,21 +468,50 @@ DELTA_SIZES = {
 }
 
 
+class _SkipFirst(torch.utils.data.Sampler):
+    """The positions of ``sampler`` after its first ``n`` (the rest of a partly done epoch)."""
+
+    def __init__(self, sampler, n: int):
+        self.sampler, self.n = sampler, n
+
+    def __iter__(self):
+        return itertools.islice(iter(self.sampler), self.n, None)
+
+    def __len__(self):
+        return max(len(self.sampler) - self.n, 0)
+
+
 def imagefolder_batches(dataset: str, root, image_size: int, batch_size: int, n: int, seed: int, device,
-                        num_workers: int = 8):
+                        num_workers: int = 8, start_step: int = 0):
     """Endless normalized (x, y) training batches streamed from an ImageFolder split (``repro_lib.imagefolder``:
-    RandomResizedCrop + flip, class-balanced subset of ``n`` images, 0 = all), reshuffled every epoch."""
+    RandomResizedCrop + flip, class-balanced subset of ``n`` images, 0 = all), reshuffled every epoch, from global
+    step ``start_step`` on (what :func:`adamp_cos_run` resumes with). The loader's order and augmentation draws
+    depend only on (seed, epoch) (``loader.set_epoch``) and its batches are consecutive slices of the epoch's
+    permutation (the last one short), so step ``s`` is batch ``s % L`` of epoch ``s // L`` (L = batches per
+    epoch): a resumed stream starts that epoch's sampler ``(s % L) · batch_size`` positions in, without decoding
+    the skipped images, and yields exactly the batches an uninterrupted stream would."""
+    from torch.utils.data import DataLoader
+
     from . import imagefolder
     from .data import normalize
 
+    if start_step < 0:
+        raise ValueError(f"start_step: must be >= 0, got {start_step}")
     ds = imagefolder.ImageFolderDataset(dataset, "train", root, image_size=image_size, train=True, seed=seed)
     ds = ds.subset(n, seed)
     loader = imagefolder.make_loader(ds, batch_size, seed=seed, num_workers=num_workers,
                                      pin_memory=str(device).startswith("cuda"))
-    epoch = 0
+    epoch, skip = divmod(start_step, len(loader))
     while True:
         loader.set_epoch(epoch)
-        for x, y, _ in loader:
+        it = loader
+        if skip:  # the same DataLoader settings on the rest of the epoch's permutation
+            dl = loader.loader
+            it = DataLoader(ds, batch_size=dl.batch_size, sampler=_SkipFirst(loader.sampler, skip * batch_size),
+                            num_workers=dl.num_workers, pin_memory=dl.pin_memory, drop_last=False,
+                            persistent_workers=False, prefetch_factor=dl.prefetch_factor)
+            skip = 0
+        for x, y, _ in it:
             yield normalize(x.to(device, non_blocking=True), ds.mean, ds.std), y.to(device, non_blocking=True)
         epoch += 1
 

@@ -1,8 +1,10 @@
 """Toys and identities of Heo et al. (ICLR 2021): Eq. B.1 / B.2 toys, Lemma 2.1/2.2, Cor. 2.3, Prop. 3.1, and
 the Appendix C |cos| statistics (repro_lib.adamp_toys)."""
+import itertools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn as nn
@@ -168,3 +170,81 @@ def test_adamp_cos_run_follows_the_schedule_and_samples_at_intervals():
     assert stats[stats.scale_invariant].cos_layer.max() < 1e-3 < stats[~stats.scale_invariant].cos_layer.max()
     with pytest.raises(ValueError, match="schedule"):
         T.adamp_cos_run(model, batches, steps=2, schedule="step")
+
+
+def _smoke_run_setup(seed: int = 0):
+    """The smoke profile's in-memory data and model (synthetic CIFAR-size images, ResNet-18 width 4) with a dropout
+    on the logits, so that the run consumes the global RNG and a resume must restore it."""
+    from repro_lib import data, models
+
+    torch.manual_seed(seed)
+    train = data.load_split("cifar10-jpeg", "train", synthetic=True, synthetic_n=256)
+    batches = data.TensorBatches(train, 48, train=True, seed=seed)  # 6 batches per epoch, the last one short
+    net = models.create("resnet18", train.num_classes, width=4)
+    model = nn.Sequential(net, nn.Dropout(0.5))
+    model.scale_invariant_names = [f"0.{n}" for n in net.scale_invariant_names]
+    return model, T.epoch_batches(batches.epoch, len(batches))
+
+
+def test_adamp_cos_run_resumes_bit_identically_and_does_not_rerun_a_finished_run(tmp_path):
+    """Nothing lost: a run killed after 7 of 10 steps (checkpoints every 4) resumes mid-epoch from step 4 and ends
+    with the rows and weights of an uninterrupted run, bit for bit (model, AdamP state, RNG and the batch stream's
+    position restored); the finished run is then read back, not recomputed; another run's file is refused."""
+    kw = dict(steps=10, lr=1e-2, weight_decay=0.1, schedule="cosine", record_every=3)
+    model, stream = _smoke_run_setup()
+    ref = T.adamp_cos_run(model, stream, **kw)
+    ref_state = {k: v.clone() for k, v in model.state_dict().items()}
+
+    starts = []
+
+    def killed_after(k):
+        def factory(start):
+            starts.append(start)
+            for i, b in enumerate(stream(start), start):
+                if i == k:
+                    raise KeyboardInterrupt("killed")
+                yield b
+        return factory
+
+    ckpt = tmp_path / "run" / "cos_run.pt"
+    model, _ = _smoke_run_setup()
+    with pytest.raises(KeyboardInterrupt):
+        T.adamp_cos_run(model, killed_after(7), checkpoint=ckpt, checkpoint_every=4, **kw)
+    saved = torch.load(ckpt, weights_only=False)
+    assert not saved["finished"] and saved["step"] == 4 and sorted({r["step"] for r in saved["rows"]}) == [0, 3]
+    assert [p.name for p in ckpt.parent.iterdir()] == ["cos_run.pt"]  # no temporary file left behind
+
+    model, _ = _smoke_run_setup(seed=1)  # a different initialisation and RNG state: the checkpoint overrides both
+    out = T.adamp_cos_run(model, killed_after(10**9), checkpoint=ckpt, checkpoint_every=4, **kw)
+    assert starts == [0, 4]  # resumed at step 4, not from the start
+    pd.testing.assert_frame_equal(out, ref, check_exact=True)
+    assert sorted(out.step.unique()) == [0, 3, 6, 9]
+    assert all(torch.equal(v, ref_state[k]) for k, v in model.state_dict().items())
+
+    saved = torch.load(ckpt, weights_only=False)
+    assert saved["finished"] and "optimizer" not in saved  # the resume state is gone, the result stays
+    model, _ = _smoke_run_setup(seed=1)
+    again = T.adamp_cos_run(model, killed_after(0), checkpoint=ckpt, checkpoint_every=4, **kw)  # trains nothing
+    assert starts == [0, 4]
+    pd.testing.assert_frame_equal(again, ref, check_exact=True)
+    assert all(torch.equal(v, ref_state[k]) for k, v in model.state_dict().items())
+
+    with pytest.raises(ValueError, match="another run"):
+        T.adamp_cos_run(model, stream, checkpoint=ckpt, **{**kw, "steps": 11})
+    with pytest.raises(ValueError, match="callable"):
+        T.adamp_cos_run(model, list(itertools.islice(stream(0), 10)), checkpoint=tmp_path / "x.pt", **kw)
+
+
+def test_imagefolder_batches_start_step_continues_the_stream(tmp_path):
+    """``imagefolder_batches(start_step=s)`` yields exactly the batches from step s of a fresh stream, mid-epoch
+    and across epoch boundaries (12 images, batch 5: 3 batches per epoch, the last of 2 images)."""
+    from repro_lib import imagefolder as imf
+
+    imf.write_synthetic_imagefolder(tmp_path, name="imagenet", num_classes=3, per_class=4, val_per_class=1, size=32)
+    fresh = list(itertools.islice(T.imagefolder_batches("imagenet", tmp_path, 24, 5, 0, 0, "cpu", num_workers=0), 8))
+    assert [len(y) for _, y in fresh] == [5, 5, 2] * 2 + [5, 5]
+    assert not torch.equal(fresh[0][0], fresh[3][0])  # reshuffled and re-augmented per epoch
+    for s in (1, 3, 5):
+        resumed = T.imagefolder_batches("imagenet", tmp_path, 24, 5, 0, 0, "cpu", num_workers=0, start_step=s)
+        for (x, y), (x0, y0) in zip(itertools.islice(resumed, 8 - s), fresh[s:], strict=True):
+            assert torch.equal(x, x0) and torch.equal(y, y0)

@@ -4,6 +4,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from repro_lib import report
 
@@ -73,3 +74,26 @@ def test_table_report_pairs_our_cells_with_the_papers():
     assert "Reproduced (a)" in html and "Paper (a)" in html
     assert v.iloc[0]["ours"] == "best" and v.iloc[0]["paper"] == "best"
     assert "52.00" in html  # mean of 51 and 53
+
+
+def test_plot_angular_draws_the_prediction_until_the_first_lr_decay():
+    """Eq. 27's level arccos(1 − TF) holds for the initial LR: the dashed line ends at the first decayed epoch;
+    the cut Δθ axis says so; the y-labels are readable."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.collections import LineCollection
+
+    def dashed(ax):
+        return [c.get_segments()[0] for c in ax.collections if type(c) is LineCollection]
+
+    hist = pd.DataFrame({"run": ["a"] * 8, "epoch": range(1, 9), "lr": [0.1] * 4 + [0.01] * 4,
+                         "angular_update": [1.5, 0.3, 0.2, 0.2, 0.1, 0.05, 0.05, 0.05]})
+    ax = report.plot_angular(hist, hue="run", predicted={"10/128": 10 / 128})
+    ((x0, y0), (x1, y1)), = dashed(ax)
+    assert (x0, x1) == (1, 5) and y0 == y1 == pytest.approx(math.acos(1 - 10 / 128))
+    assert "axis cut" in ax.get_ylabel() and ax.get_ylim()[1] < 1.5
+    ax2 = report.plot_angular(hist.assign(lr=0.1), hue="run", predicted={"x": 10 / 128})
+    assert [seg[1][0] for seg in dashed(ax2)] == [8]  # no decay: to the last epoch
+    ax3 = report.plot_angular(hist.assign(effective_lr=1.0), hue="run", y="effective_lr")
+    assert ax3.get_ylabel().startswith("η_eff")

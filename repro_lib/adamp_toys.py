@@ -28,7 +28,7 @@ import torch.nn as nn
 
 from .optim.adamp import AdamP, scale_invariance_test
 from .optim.sgdp import SGDP
-from .store import _tmp_name
+from .store import save_torch_atomic
 
 # ----------------------------------------------------------------------------------------------------- optimizers
 TOY_OPTIMIZERS = ("gd", "sgd", "sgd_wd", "sgdp", "sgdp_inplace", "adam", "adamw", "adamp")
@@ -320,20 +320,6 @@ def epoch_batches(epoch: Callable[[int], Iterable], steps_per_epoch: int) -> Cal
     return stream
 
 
-def _save_atomic(path: Path, state: dict) -> None:
-    """``torch.save`` to a temporary file next to ``path``, fsync, ``os.replace`` (as ``Store.save_checkpoint``):
-    a crash leaves the old file or the new one, never half of one."""
-    tmp = _tmp_name(path)
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _load_checkpoint(path: Path) -> dict | None:
     """The file at ``path``, or None; an unreadable one is set aside as ``<name>.corrupt`` with a warning (the run
     starts over), as ``Store.load_checkpoint`` does."""
@@ -438,12 +424,12 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
         opt.step()
         done = step + 1
         if path is not None and done % checkpoint_every == 0 and done < steps:
-            _save_atomic(path, dict(finished=False, key=key, step=done, model=model.state_dict(),
+            save_torch_atomic(path, dict(finished=False, key=key, step=done, model=model.state_dict(),
                                     optimizer=opt.state_dict(), rows=rows, rng=_rng_state()))
     if done < steps:
         raise ValueError(f"batches: ran out after {done} of {steps} steps")
     if path is not None:
-        _save_atomic(path, dict(finished=True, key=key, step=steps, model=model.state_dict(), rows=rows))
+        save_torch_atomic(path, dict(finished=True, key=key, step=steps, model=model.state_dict(), rows=rows))
     return pd.DataFrame(rows)
 
 

@@ -28,12 +28,15 @@ The index (``runs()``) is built by scanning ``runs/``. This module stores; it do
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import pickle
+import signal
 import socket
 import sqlite3
+import threading
 import time
 import uuid
 import warnings
@@ -64,6 +67,51 @@ def _json(obj) -> str:
 def _tmp_name(path: Path) -> Path:
     """A temporary name next to ``path``, unique across hosts, processes and calls (starts with a dot)."""
     return path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+#: what a scheduler sends before it stops a job (SLURM: --signal=USR1/USR2@..., then SIGTERM; submitit's
+#: preemption handler uses USR2)
+_PREEMPTION_SIGNALS = tuple(getattr(signal, n) for n in ("SIGUSR1", "SIGUSR2", "SIGTERM") if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Run the block with the preemption signals' Python handlers deferred, then handle what arrived. A handler
+    that requeues and exits (submitit) would otherwise run in the middle of ``torch.save`` -- Python code runs
+    between its writes -- where its ``SystemExit`` surfaces as a ``RuntimeError`` of the zip writer: the job dies
+    with an exception instead of being requeued (seen in ``tests/test_cluster.py``). Main thread only (Python runs
+    signal handlers there); elsewhere the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    old = {}
+    for sig in _PREEMPTION_SIGNALS:
+        if signal.getsignal(sig) is not None:  # None: a handler installed outside Python, left alone
+            old[sig] = signal.signal(sig, lambda s, _frame: caught.append(s))
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for sig in caught:
+            signal.raise_signal(sig)
+
+
+def save_torch_atomic(path: Path, state) -> None:
+    """``torch.save`` atomically: to a temporary file next to ``path``, flushed to disk (fsync), then renamed over
+    the old file -- a crash leaves the old file or the new one, never half of one. A preemption signal arriving
+    meanwhile is handled once the file is on disk (:func:`_signals_deferred`)."""
+    tmp = _tmp_name(path)
+    with _signals_deferred():
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def _write_tmp(path: Path, text: str) -> Path:
@@ -230,17 +278,7 @@ class Store:
         return self.root / "checkpoints" / f"{cfg.hash}.pt"
 
     def save_checkpoint(self, cfg, state: dict) -> None:
-        """Atomically: written to a temporary file, flushed to disk (fsync), then renamed over the old one."""
-        path = self._ckpt_path(cfg)
-        tmp = _tmp_name(path)
-        try:
-            with open(tmp, "wb") as f:
-                torch.save(state, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        save_torch_atomic(self._ckpt_path(cfg), state)
 
     def load_checkpoint(self, cfg, map_location=None) -> dict | None:
         """The run's resume checkpoint, or None. An unreadable one (a node that died mid-write on a file system

@@ -134,6 +134,35 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == [f"{cfg.hash}.pt"]  # no temporary left
 
 
+def test_preemption_signal_is_handled_after_the_checkpoint_is_written(tmp_path, monkeypatch):
+    """A preemption signal (SIGUSR2: submitit's requeue-and-exit handler) arriving while a checkpoint is being
+    written runs its handler once the new checkpoint is on disk -- not in the middle of torch.save, where the
+    handler's exit would surface as a zip-writer error and the job would die instead of being requeued."""
+    import signal
+
+    import torch
+
+    store = Store(tmp_path)
+    cfg = _cfgs()[0]
+    seen = []
+    real_save = torch.save
+
+    def save(obj, f, *a, **k):
+        os.kill(os.getpid(), signal.SIGUSR2)
+        time.sleep(0.05)  # an undeferred Python handler runs here, before anything is written
+        real_save(obj, f, *a, **k)
+
+    old = signal.signal(signal.SIGUSR2, lambda s, _f: seen.append(store.load_checkpoint(cfg)))
+    try:
+        monkeypatch.setattr(torch, "save", save)
+        store.save_checkpoint(cfg, {"epoch": 2})
+        time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGUSR2, old)
+    assert len(seen) == 1 and seen[0]["epoch"] == 2  # the handler ran once, after the write
+    assert signal.getsignal(signal.SIGUSR2) is old
+
+
 def test_unreadable_checkpoint_restarts_the_run(tmp_path):
     """A truncated checkpoint (a node that died mid-write) is set aside with a warning and the run starts over,
     instead of failing every requeue; the next checkpoint is written normally."""

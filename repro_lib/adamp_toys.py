@@ -16,8 +16,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import pickle
-import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -28,7 +26,7 @@ import torch.nn as nn
 
 from .optim.adamp import AdamP, scale_invariance_test
 from .optim.sgdp import SGDP
-from .store import save_torch_atomic
+from .store import load_torch_checkpoint, save_torch_atomic
 
 # ----------------------------------------------------------------------------------------------------- optimizers
 TOY_OPTIMIZERS = ("gd", "sgd", "sgd_wd", "sgdp", "sgdp_inplace", "adam", "adamw", "adamp")
@@ -320,19 +318,6 @@ def epoch_batches(epoch: Callable[[int], Iterable], steps_per_epoch: int) -> Cal
     return stream
 
 
-def _load_checkpoint(path: Path) -> dict | None:
-    """The file at ``path``, or None; an unreadable one is set aside as ``<name>.corrupt`` with a warning (the run
-    starts over), as ``Store.load_checkpoint`` does."""
-    if not path.exists():
-        return None
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except (EOFError, RuntimeError, pickle.UnpicklingError) as e:
-        os.replace(path, path.with_name(path.name + ".corrupt"))
-        warnings.warn(f"checkpoint {path} is unreadable ({e}); moved to {path.name}.corrupt, the run restarts")
-        return None
-
-
 def _rng_state() -> dict:
     return dict(cpu=torch.get_rng_state(),
                 cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
@@ -394,7 +379,7 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
                run_key=run_key)
     rows, start = [], 0
     path = Path(checkpoint) if checkpoint is not None else None
-    state = _load_checkpoint(path) if path is not None else None
+    state = load_torch_checkpoint(path, "cpu") if path is not None else None
     if state is not None:
         if state["key"] != key:
             diff = sorted(k for k in key if state["key"].get(k) != key[k])

@@ -114,6 +114,20 @@ def save_torch_atomic(path: Path, state) -> None:
             tmp.unlink(missing_ok=True)
 
 
+def load_torch_checkpoint(path: Path, map_location=None):
+    """The checkpoint at ``path``, or None. An unreadable one (a node that died mid-write on a file system without
+    ordered renames) is set aside as ``<name>.corrupt`` with a warning and the run starts over, rather than failing
+    every requeue of the job."""
+    if not path.exists():
+        return None
+    try:
+        return torch.load(path, map_location=map_location, weights_only=False)
+    except (EOFError, RuntimeError, pickle.UnpicklingError) as e:
+        os.replace(path, path.with_name(path.name + ".corrupt"))
+        warnings.warn(f"checkpoint {path} is unreadable ({e}); moved to {path.name}.corrupt, the run restarts")
+        return None
+
+
 def _write_tmp(path: Path, text: str) -> Path:
     tmp = _tmp_name(path)
     try:
@@ -281,18 +295,8 @@ class Store:
         save_torch_atomic(self._ckpt_path(cfg), state)
 
     def load_checkpoint(self, cfg, map_location=None) -> dict | None:
-        """The run's resume checkpoint, or None. An unreadable one (a node that died mid-write on a file system
-        without ordered renames) is set aside as ``<name>.corrupt`` with a warning and the run starts over, rather
-        than failing every requeue of the job."""
-        path = self._ckpt_path(cfg)
-        if not path.exists():
-            return None
-        try:
-            return torch.load(path, map_location=map_location, weights_only=False)
-        except (EOFError, RuntimeError, pickle.UnpicklingError) as e:
-            os.replace(path, path.with_name(path.name + ".corrupt"))
-            warnings.warn(f"checkpoint {path} is unreadable ({e}); moved to {path.name}.corrupt, the run restarts")
-            return None
+        """The run's resume checkpoint, or None (:func:`load_torch_checkpoint`)."""
+        return load_torch_checkpoint(self._ckpt_path(cfg), map_location)
 
     # ------------------------------------------------------------------ the SQLite store of earlier versions
     def _legacy_signature(self) -> list:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cutmix import CUTMIX_BETA, CUTMIX_PROB
-from .distributed import EVAL_COST_PER_IMAGE, REFERENCE_IMAGES_PER_GPU_SECOND, ImageFolderConfig
+from .distributed import REFERENCE_IMAGES_PER_GPU_SECOND, ImageFolderConfig, training_images
 from .models import timm_imagenet  # noqa: F401  (registers resnet18_imagenet)
 
 SGD_FAMILY = ("sgd", "sgdp")
@@ -233,18 +233,15 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 def gpu_hours(p: Plan, include_blocked: bool = True) -> float:
     """Σ (N·epochs + evaluation) / reference throughput over the distinct runs (rows the profile declares
     unavailable counted unless ``include_blocked=False``; CutMix costs nothing extra), in GPU-hours at 224 px,
-    ImageNet-1k's N when ``n == 0``. Evaluation as ``distributed.estimate_gpu_hours``: ``EVAL_COST_PER_IMAGE`` ×
-    N_val (50,000 when ``n_val == 0``) per evaluation, every ``eval_every`` epochs and at the last. The throughput
+    ImageNet-1k's N when ``n == 0``, evaluation as ``distributed.training_images`` counts it. The throughput
     is the paper's model's (``TABLE2_MODELS``), also when a profile maps it to another."""
     total, seen = 0.0, set()
     for r in p.runs:
         if (not include_blocked and not r.runnable) or r.config.hash in seen:
             continue
         seen.add(r.config.hash)
-        n = r.config.n or IMAGENET_TRAIN_IMAGES
         ips = IMAGES_PER_GPU_SECOND.get(TABLE2_MODELS[r.model][0], 1000.0) * (224 / r.config.image_size) ** 2
-        evals = math.ceil(r.config.num_epochs / r.config.eval_every)
-        total += (n * r.config.num_epochs + EVAL_COST_PER_IMAGE * (r.config.n_val or 50_000) * evals) / ips
+        total += training_images(r.config, IMAGENET_TRAIN_IMAGES) / ips
     return total / 3600
 
 

@@ -439,19 +439,6 @@ DELTA_SIZES = {
 }
 
 
-class _SkipFirst(torch.utils.data.Sampler):
-    """The positions of ``sampler`` after its first ``n`` (the rest of a partly done epoch)."""
-
-    def __init__(self, sampler, n: int):
-        self.sampler, self.n = sampler, n
-
-    def __iter__(self):
-        return itertools.islice(iter(self.sampler), self.n, None)
-
-    def __len__(self):
-        return max(len(self.sampler) - self.n, 0)
-
-
 def imagefolder_batches(dataset: str, root, image_size: int, batch_size: int, n: int, seed: int, device,
                         num_workers: int = 8, start_step: int = 0):
     """Endless normalized (x, y) training batches streamed from an ImageFolder split (``repro_lib.imagefolder``:
@@ -461,8 +448,6 @@ def imagefolder_batches(dataset: str, root, image_size: int, batch_size: int, n:
     permutation (the last one short), so step ``s`` is batch ``s % L`` of epoch ``s // L`` (L = batches per
     epoch): a resumed stream starts that epoch's sampler ``(s % L) · batch_size`` positions in, without decoding
     the skipped images, and yields exactly the batches an uninterrupted stream would."""
-    from torch.utils.data import DataLoader
-
     from . import imagefolder
     from .data import normalize
 
@@ -475,16 +460,9 @@ def imagefolder_batches(dataset: str, root, image_size: int, batch_size: int, n:
     epoch, skip = divmod(start_step, len(loader))
     while True:
         loader.set_epoch(epoch)
-        it = loader
-        if skip:  # the same DataLoader settings on the rest of the epoch's permutation
-            dl = loader.loader
-            it = DataLoader(ds, batch_size=dl.batch_size, sampler=_SkipFirst(loader.sampler, skip * batch_size),
-                            num_workers=dl.num_workers, pin_memory=dl.pin_memory, drop_last=False,
-                            persistent_workers=False, prefetch_factor=dl.prefetch_factor)
-            skip = 0
-        for x, y, _ in it:
+        for x, y, _ in loader.batches_from(skip):
             yield normalize(x.to(device, non_blocking=True), ds.mean, ds.std), y.to(device, non_blocking=True)
-        epoch += 1
+        epoch, skip = epoch + 1, 0
 
 
 def cos_intervals(stats: pd.DataFrame, coverage: float = 0.99) -> pd.DataFrame:

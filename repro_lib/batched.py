@@ -208,6 +208,9 @@ class _Stack:
         dev, dt = sparams[self.names[0]].device, sparams[self.names[0]].dtype
         sizes = [sparams[n].numel() for n in self.names]
         self.param_shapes = [sparams[n].shape for n in self.names]
+        # the flat buffer is a sequence of blocks, one per stacked parameter (offset o, size s); block i is M
+        # consecutive runs of s/M elements, member 0's first
+        self.blocks = [(off - s, s) for off, s in zip(itertools.accumulate(sizes), sizes)]
         self.flat = torch.cat([self._to_flat(sparams[n].detach()) for n in self.names])
         self.params = []
         for n, view in zip(self.names, self.views(self.flat)):  # re-point each parameter into the flat buffer
@@ -215,11 +218,8 @@ class _Stack:
             parent_name, _, attr = n.rpartition(".")
             setattr(self.net.get_submodule(parent_name) if parent_name else self.net, attr, p)
             self.params.append(p)
-        # the flat buffer is a sequence of runs: block i (one stacked parameter, offset o, size s) is M consecutive
-        # runs of s/M elements, member 0's first; member_index maps every element to its member (int32, so
-        # 4 bytes per weight: 0.7 GB at M = 16 and width 64; int32 index_select measured 1.3x faster than an int64
-        # gather on CPU)
-        self.blocks = [(off - s, s) for off, s in zip(itertools.accumulate(sizes), sizes)]
+        # member_index maps every element of the flat buffer to its member (int32, so 4 bytes per weight: 0.7 GB at
+        # M = 16 and width 64; int32 index_select measured 1.3x faster than an int64 gather on CPU)
         self.member_index = torch.cat([torch.arange(M, device=dev, dtype=torch.int32).repeat_interleave(s // M)
                                        for s in sizes])
         # momentum buffer: the members' SGD buffers (zeros where absent), in the same layout
@@ -254,11 +254,7 @@ class _Stack:
 
     def views(self, buf: torch.Tensor) -> list[torch.Tensor]:
         """A buffer in ``flat``'s layout (the weights, momentum or gradients) as one view per stacked parameter."""
-        out, off = [], 0
-        for shape in self.param_shapes:
-            out.append(self._flat_view(buf[off:off + shape.numel()], shape))
-            off += shape.numel()
-        return out
+        return [self._flat_view(buf[o:o + s], shape) for (o, s), shape in zip(self.blocks, self.param_shapes)]
 
     # -------------------------------------------------------------- views of one member
     def member_tensor(self, t: torch.Tensor, key: str, m: int) -> torch.Tensor:

@@ -663,9 +663,15 @@ def estimate_gpu_hours(cfgs, n_full: int = 1_281_167, n_val_full: int = 50_000) 
     total = 0.0
     for c in cfgs:
         ips = REFERENCE_IMAGES_PER_GPU_SECOND.get(c.model, 1000.0) * (224 / c.image_size) ** 2
-        evals = math.ceil(c.num_epochs / c.eval_every)
-        total += ((c.n or n_full) * c.num_epochs + EVAL_COST_PER_IMAGE * (c.n_val or n_val_full) * evals) / ips
+        total += training_images(c, n_full, n_val_full) / ips
     return total / 3600
+
+
+def training_images(c, n_full: int = 1_281_167, n_val_full: int = 50_000) -> float:
+    """The cost of run ``c`` in training images: N · epochs plus ``EVAL_COST_PER_IMAGE`` × N_val per evaluation
+    (every ``eval_every`` epochs and at the last); ``n = 0`` counts as ``n_full``, ``n_val = 0`` as ``n_val_full``."""
+    evals = math.ceil(c.num_epochs / c.eval_every)
+    return (c.n or n_full) * c.num_epochs + EVAL_COST_PER_IMAGE * (c.n_val or n_val_full) * evals
 
 
 if __name__ == "__main__":

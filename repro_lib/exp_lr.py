@@ -565,7 +565,7 @@ def exponential_rescale_table(profile: str = "paper"):
     rows = []
     for _, r in plan.drop_duplicates("label").iterrows():
         cfg = r.cfg
-        spe = -(-cfg.n // min(cfg.batch_size, cfg.n))
+        spe = math.ceil(cfg.n / cfg.batch_size)  # RunConfig keeps batch_size <= n
         sched = S.build_schedule(cfg, spe)
         if not isinstance(sched, S.TaperedExponential):
             continue

@@ -29,6 +29,7 @@ are decoded per sample by ``DataLoader`` workers:
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import random
@@ -208,6 +209,24 @@ class ShardSampler(Sampler):
         return len(range(self.rank, self.n, self.world_size))
 
 
+class _SkipFirst(Sampler):
+    """The positions of ``sampler`` after its first ``n`` (the rest of a partly done epoch)."""
+
+    def __init__(self, sampler, n: int):
+        self.sampler, self.n = sampler, n
+
+    def __iter__(self):
+        return itertools.islice(iter(self.sampler), self.n, None)
+
+    def __len__(self):
+        return max(len(self.sampler) - self.n, 0)
+
+
+def _data_loader(ds, sampler, batch_size: int, num_workers: int, pin_memory: bool) -> DataLoader:
+    return DataLoader(ds, batch_size=batch_size, sampler=sampler, num_workers=num_workers, pin_memory=pin_memory,
+                      drop_last=False, persistent_workers=False, prefetch_factor=4 if num_workers else None)
+
+
 @dataclass
 class Loader:
     """A DataLoader plus what the training loop needs from it."""
@@ -223,6 +242,15 @@ class Loader:
 
     def __iter__(self):
         return iter(self.loader)
+
+    def batches_from(self, skip: int):
+        """The current epoch's batches (``set_epoch`` first) from its ``skip``-th on: the same loader settings over
+        the rest of the sampler's order, the skipped images never decoded (a run resumed mid-epoch)."""
+        if not skip:
+            return iter(self.loader)
+        dl = self.loader
+        return iter(_data_loader(self.dataset, _SkipFirst(self.sampler, skip * dl.batch_size), dl.batch_size,
+                                 dl.num_workers, dl.pin_memory))
 
     def __len__(self):
         return len(self.loader)
@@ -248,10 +276,7 @@ def make_loader(ds: ImageFolderDataset, batch_size: int, rank: int = 0, world_si
                                      drop_last=False)
     else:
         sampler = ShardSampler(len(ds), rank, world_size)
-    loader = DataLoader(ds, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
-                        pin_memory=pin_memory, drop_last=False, persistent_workers=False,
-                        prefetch_factor=4 if num_workers else None)
-    return Loader(loader, ds, sampler)
+    return Loader(_data_loader(ds, sampler, batch_size, num_workers, pin_memory), ds, sampler)
 
 
 # ------------------------------------------------------------------------------------------------- synthetic

@@ -99,9 +99,8 @@ def _check_kwargs(cfg, allowed: set[str]) -> dict:
 
 @register_schedule("step")
 def _build_step(cfg, steps_per_epoch):
-    kw = _check_kwargs(cfg, {"milestones", "factor"})
-    return StepDecay(cfg.lr, cfg.num_epochs * steps_per_epoch, steps_per_epoch,
-                     milestones=tuple(kw.get("milestones", (0.5, 0.75))), factor=kw.get("factor", 0.1))
+    _check_kwargs(cfg, {"milestones", "factor"})
+    return _step_base(cfg, steps_per_epoch)
 
 
 @register_schedule("cosine")
@@ -305,14 +304,17 @@ class TaperedExponential(Schedule):
         """k in force at ``step`` (after ``apply(optimizer, step)``): the rule of ``apply`` replayed over the epoch
         starts 0, spe, …, ≤ step, as a pure function of the step (0 with ``rescale_above=None``)."""
         k = 0
-        if self.rescale_above is None:
-            return k
-        log_thr, log_4 = math.log(self.rescale_above), 2 * math.log(2)
         for s in range(0, step + 1, self.steps_per_epoch):
-            excess = self.log_lr(s) - k * log_4 - math.log(self.base_lrs[0])
-            if excess > log_thr:
-                k += int(excess / log_4)
+            k += self._rescale_increment(s, k)
         return k
+
+    def _rescale_increment(self, step: int, k: int) -> int:
+        """The overflow guard's rule (3. above): at the first step of an epoch whose LR, with 4^k already taken
+        off, exceeds ``rescale_above`` × η_0, the number of further factors of 4 to take off; else 0."""
+        if self.rescale_above is None or step % self.steps_per_epoch:
+            return 0
+        excess = self.log_lr(step) - 2 * k * math.log(2) - math.log(self.base_lrs[0])
+        return int(excess / (2 * math.log(2))) if excess > math.log(self.rescale_above) else 0
 
     # ------------------------------------------------------------------ the optimizer side
     def apply(self, optimizer, step: int) -> None:
@@ -342,9 +344,8 @@ class TaperedExponential(Schedule):
                             st["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                         bufs.append(st["momentum_buffer"])
                     torch._foreach_add_(bufs, [p.detach() for p in params], alpha=c)
-            if (self.rescale_above is not None and step % self.steps_per_epoch == 0
-                    and log_lr - 2 * k * math.log(2) - math.log(self.base_lrs[0]) > math.log(self.rescale_above)):
-                inc = int((log_lr - 2 * k * math.log(2) - math.log(self.base_lrs[0])) / (2 * math.log(2)))
+            inc = self._rescale_increment(step, k)
+            if inc:
                 self._rescale(optimizer, params, inc)
                 k += inc
             for g in groups:

@@ -102,16 +102,8 @@ def save_torch_atomic(path: Path, state) -> None:
     """``torch.save`` atomically: to a temporary file next to ``path``, flushed to disk (fsync), then renamed over
     the old file -- a crash leaves the old file or the new one, never half of one. A preemption signal arriving
     meanwhile is handled once the file is on disk (:func:`_signals_deferred`)."""
-    tmp = _tmp_name(path)
     with _signals_deferred():
-        try:
-            with open(tmp, "wb") as f:
-                torch.save(state, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        _write_atomic(path, lambda f: torch.save(state, f))
 
 
 def load_torch_checkpoint(path: Path, map_location=None):
@@ -128,11 +120,16 @@ def load_torch_checkpoint(path: Path, map_location=None):
         return None
 
 
-def _write_tmp(path: Path, text: str) -> Path:
+def _write_tmp(path: Path, content) -> Path:
+    """A temporary file next to ``path`` holding ``content`` (text, or a function writing to the open binary file),
+    flushed to disk (fsync); removed again if writing fails."""
     tmp = _tmp_name(path)
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            if callable(content):
+                content(f)
+            else:
+                f.write(content.encode())
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
@@ -141,9 +138,9 @@ def _write_tmp(path: Path, text: str) -> Path:
     return tmp
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` by a file holding ``text``, atomically."""
-    tmp = _write_tmp(path, text)
+def _write_atomic(path: Path, content) -> None:
+    """Replace ``path`` by a file holding ``content`` (as :func:`_write_tmp`), atomically."""
+    tmp = _write_tmp(path, content)
     try:
         os.replace(tmp, path)
     except BaseException:

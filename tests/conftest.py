@@ -25,3 +25,30 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture
+def killed_at_epoch(monkeypatch):
+    """``with killed_at_epoch(e): fit(...)``: the run is killed (``KeyboardInterrupt``, asserted) when it hands epoch
+    ``e`` to ``Store.log_epoch`` -- after the checkpoint of epoch e-1, before anything of epoch e is stored."""
+    import contextlib
+
+    from repro_lib.store import Store
+
+    real = Store.log_epoch
+
+    @contextlib.contextmanager
+    def killed(epoch: int):
+        def crash(self, cfg, rec):
+            if rec["epoch"] == epoch:
+                raise KeyboardInterrupt
+            real(self, cfg, rec)
+
+        monkeypatch.setattr(Store, "log_epoch", crash)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                yield
+        finally:
+            monkeypatch.setattr(Store, "log_epoch", real)
+
+    return killed

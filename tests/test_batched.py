@@ -141,24 +141,15 @@ def test_float32_one_step():
         assert rel(g, g64) <= 1e-2
 
 
-def test_store_resume_and_rejections(tmp_path, monkeypatch):
+def test_store_resume_and_rejections(tmp_path, killed_at_epoch):
     """With a Store: one result and one history per run; a group interrupted after epoch 1 resumes from the
     per-member checkpoints and ends exactly (bit-identically) where an uninterrupted group ends; a finished run
     is read back, not retrained. Incompatible configs are rejected with the field's name."""
     cfgs = [BASE.replace(n=128, num_epochs=2, width=2, lr=lr, seed=s) for lr, s in ((0.1, 0), (0.2, 1))]
     plain = batched.fit_many(cfgs, progress=False)
     store = Store(tmp_path / "r")
-    real = Store.log_epoch
-
-    def crash(self, cfg, rec):
-        if rec["epoch"] == 2:
-            raise KeyboardInterrupt
-        real(self, cfg, rec)
-
-    monkeypatch.setattr(Store, "log_epoch", crash)
-    with pytest.raises(KeyboardInterrupt):
+    with killed_at_epoch(2):
         batched.fit_many(cfgs, store=store, progress=False)
-    monkeypatch.setattr(Store, "log_epoch", real)
     assert all(store.load_checkpoint(c)["epoch"] == 1 for c in cfgs)
     resumed = batched.fit_many(cfgs, store=store, progress=False)
     for a, b in zip(plain, resumed):
@@ -189,28 +180,19 @@ def test_unmodified_net_and_nesterov_equal_fit():
         assert _close(ref["history"][-1]["angular_update"], res["history"][-1]["angular_update"])
 
 
-def test_checkpoints_interchangeable_with_fit(tmp_path, monkeypatch):
+def test_checkpoints_interchangeable_with_fit(tmp_path, killed_at_epoch):
     """A run interrupted in ``fit_many`` resumes in ``fit`` and one interrupted in ``fit`` resumes in ``fit_many``
     (the checkpoint format is fit's); both end where an uninterrupted ``fit`` ends (float64, relative 1e-9)."""
     cfgs = [BASE.replace(n=128, num_epochs=2, width=2, lr=lr, seed=s) for lr, s in ((0.1, 0), (0.2, 1))]
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
-    real = Store.log_epoch
-
-    def crash(self, cfg, rec):
-        if rec["epoch"] == 2:
-            raise KeyboardInterrupt
-        real(self, cfg, rec)
-
     try:
         plain = [train.fit(c, progress=False) for c in cfgs]
         s1, s2 = Store(tmp_path / "a"), Store(tmp_path / "b")
-        monkeypatch.setattr(Store, "log_epoch", crash)
-        with pytest.raises(KeyboardInterrupt):
+        with killed_at_epoch(2):
             batched.fit_many(cfgs, store=s1, progress=False)
-        with pytest.raises(KeyboardInterrupt):
+        with killed_at_epoch(2):
             train.fit(cfgs[0], store=s2, progress=False)
-        monkeypatch.setattr(Store, "log_epoch", real)
         via_fit = train.fit(cfgs[0], store=s1, progress=False)  # fit_many's checkpoint, resumed by fit
         via_many = batched.fit_many(cfgs, store=s2, progress=False)  # fit's checkpoint (run 0) + a fresh run 1
     finally:

@@ -222,7 +222,7 @@ def test_fit_logs_the_rescale_exponent_and_unscaled_curves_are_continuous():
     assert E.unscale_history(step).lr.tolist() == step.lr.tolist()
 
 
-def test_fit_resumes_an_exponential_schedule_exactly(tmp_path, monkeypatch):
+def test_fit_resumes_an_exponential_schedule_exactly(tmp_path, killed_at_epoch):
     """Interrupted after epoch 3 (one rescaling done, its k in the optimizer checkpoint) and resumed, the run rescales
     once more and its history equals the uninterrupted run's bit for bit (apart from wall-clock seconds)."""
     from repro_lib.config import RunConfig
@@ -232,17 +232,8 @@ def test_fit_resumes_an_exponential_schedule_exactly(tmp_path, monkeypatch):
     cfg = RunConfig(**RESCALING)
     ref = fit(cfg, progress=False)
     store = Store(tmp_path)
-    real = Store.log_epoch
-
-    def crash(self, c, rec):
-        if rec["epoch"] == 4:
-            raise KeyboardInterrupt
-        real(self, c, rec)
-
-    monkeypatch.setattr(Store, "log_epoch", crash)
-    with pytest.raises(KeyboardInterrupt):
+    with killed_at_epoch(4):
         fit(cfg, store=store, progress=False)
-    monkeypatch.setattr(Store, "log_epoch", real)
     ck = store.load_checkpoint(cfg)
     assert ck["epoch"] == 3 and ck["optimizer"]["param_groups"][0]["exp_lr_log2_rescale"] == 1
     resumed = fit(cfg, store=store, progress=False)

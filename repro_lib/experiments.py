@@ -27,16 +27,15 @@ import pandas as pd
 from .config import PROFILES, RunConfig
 from .profiles import check_profile
 
-# Measured training cost (benchmarks/bench_gpu.py on one NVIDIA H200, torch 2.11, fp32 with channels_last and
-# cudnn.benchmark; benchmarks/results_h200.json), seconds per training image of the scale-invariant ResNet-18
-# (width 64, 32x32), evaluation excluded:
-#   fit, B = 128: 6.16 s per 50k-image epoch; fit, B = 1024: 2.66 s; fit_many with 16 members, B = 128: 15.2k img/s.
+# Measured training cost (benchmarks/bench_gpu.py --only graphs on one NVIDIA H200, torch 2.11, fp32 with
+# cuda_graphs, channels_last and cudnn.benchmark -- the gpu/paper defaults; benchmarks/results_h200_graphs.json),
+# seconds per training image of the scale-invariant ResNet-18 (width 64, 32x32), evaluation excluded:
+#   fit, B = 128: 2.23 s per 50k-image epoch; fit, B = 1024: 1.75 s; fit_many with 16 members, B = 128: 27.0k img/s.
 # The estimate interpolates geometrically in B between 128 and 1024 (B < 128 scales as sqrt(128/B), unmeasured);
 # other widths scale with width^2, 64x64 images x4; DenseNet-100 (not stackable) is costed as ResNet-18 x 2
 # (unmeasured on GPU; ~6x on CPU at width 8 where its narrow layers dominate less).
-SECONDS_PER_IMAGE_FIT = {128: 6.16 / 50000, 1024: 2.66 / 50000}
-SECONDS_PER_IMAGE_STACKED = 1 / 15233  # B = 128, 16 members
-REFERENCE_SECONDS_PER_IMAGE = SECONDS_PER_IMAGE_FIT[128]  # (kept name) one run, B = 128
+SECONDS_PER_IMAGE_FIT = {128: 2.234 / 50000, 1024: 1.749 / 50000}
+SECONDS_PER_IMAGE_STACKED = 1 / 26955  # B = 128, 16 members
 
 
 @dataclass(frozen=True)
@@ -117,6 +116,8 @@ class Experiment:
                 fields_.update(self.base)
                 fields_.update(shrink.overrides)
                 fields_.update(params)
+                if fields_.get("compile") and "cuda_graphs" not in params:
+                    fields_["cuda_graphs"] = False  # an explicit compile=True takes the place of the profile's graphs
                 rows.append({
                     **{k: c[k] for k in ("combination",) if k in c},
                     "subtable": c.get("subtable"), "row": c.get("row"), "col": c.get("col"),
@@ -172,14 +173,16 @@ _SMOKE = dict(synthetic=True, width=4, num_epochs=3, n_test=200, device="cpu")
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
-# gpu / paper (issue 8, chosen by measurement on an H200, README "Throughput"): runs that differ only in LR, WD,
-# momentum and seed train 16 at a time as one stacked model (fit_many: 2.1x the throughput of sequential runs at
-# N = 50000, 1.6x at N = 3125); evaluation every ceil(n_test/N) epochs (eval_every=0) instead of every epoch, which
-# at N = 3125 would cost more than the training; the resume checkpoint at most once a minute (writing ~90 MB per
-# run per 0.4 s epoch would double a small-N run). fp32 stays the default: bf16 autocast was slower for a single
-# run at B = 128 (6.9 vs 6.2 s/epoch) and is a flag (precision="bf16", -p precision bf16) for those who want
-# the 1.3x it gives at B = 1024 or in stacks.
-_FAST = dict(eval_every=0, checkpoint_every_s=60.0)
+# gpu / paper (issue 8, chosen by measurement on an H200, README "Throughput"): every full training batch replayed
+# as one CUDA graph (cuda_graphs=True: the eager step's arithmetic, bit-identical with deterministic kernels; 2.0x
+# faster for a single run at B = 128, 1.5x at B = 1024; on CPU the same static path without capture; not hashed);
+# runs that differ only in LR, WD, momentum and seed train up to 16 at a time as one stacked model (fit_many: 2.7x
+# the throughput of sequential eager runs at N = 3125, 1.25x that of sequential graphed runs); evaluation every
+# ceil(n_test/N) epochs (eval_every=0) instead of every epoch, which at N = 3125 would cost more than the training;
+# the resume checkpoint at most once a minute (writing ~90 MB per run per 0.4 s epoch would double a small-N run). fp32 stays the
+# default (the papers' arithmetic): bf16 autocast (precision="bf16", -p precision bf16; new run hashes) gives a
+# further 1.35x (single run, B = 128) to 1.6x (16-member stack) with graphs on.
+_FAST = dict(eval_every=0, checkpoint_every_s=60.0, cuda_graphs=True)
 _TF = 10 / 128
 _AROUND = (_TF / 2, _TF, 2 * _TF)  # the yellow diagonal and its two neighbours (LR x/2 and x2 at the same B)
 

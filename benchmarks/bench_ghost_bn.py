@@ -69,7 +69,8 @@ def main(argv=None):
                                               dev.type == "cuda")}
                     for kk in tot:
                         tot[kk] += us[kk]
-                    r = dict(B=B, C=C, H=H, dtype=str(dtype), channels_last=cl, **{f"{kk}_us": v for kk, v in us.items()},
+                    r = dict(B=B, C=C, H=H, dtype=str(dtype), channels_last=cl,
+                             **{f"{kk}_us": v for kk, v in us.items()},
                              speedup=us["transposed"] / us["split"])
                     rows.append(r)
                     print(json.dumps(r), flush=True)

@@ -73,7 +73,8 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=64, help="width of the benchmark-sized model")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
-    res = {"device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu", "torch": torch.__version__, "rows": []}
+    name = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"
+    res = {"device": name, "torch": torch.__version__, "rows": []}
 
     def put(**kw):
         res["rows"].append(kw)

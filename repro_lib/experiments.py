@@ -179,9 +179,9 @@ EXPERIMENTS: dict[str, Experiment] = {}
 # runs that differ only in LR, WD, momentum and seed train up to 16 at a time as one stacked model (fit_many: 2.7x
 # the throughput of sequential eager runs at N = 3125, 1.25x that of sequential graphed runs); evaluation every
 # ceil(n_test/N) epochs (eval_every=0) instead of every epoch, which at N = 3125 would cost more than the training;
-# the resume checkpoint at most once a minute (writing ~90 MB per run per 0.4 s epoch would double a small-N run). fp32 stays the
-# default (the papers' arithmetic): bf16 autocast (precision="bf16", -p precision bf16; new run hashes) gives a
-# further 1.35x (single run, B = 128) to 1.6x (16-member stack) with graphs on.
+# the resume checkpoint at most once a minute (writing ~90 MB per run per 0.4 s epoch would double a small-N run).
+# fp32 stays the default (the papers' arithmetic): bf16 autocast (precision="bf16", -p precision bf16; new run
+# hashes) gives a further 1.35x (single run, B = 128) to 1.6x (16-member stack) with graphs on.
 _FAST = dict(eval_every=0, checkpoint_every_s=60.0, cuda_graphs=True)
 _TF = 10 / 128
 _AROUND = (_TF / 2, _TF, 2 * _TF)  # the yellow diagonal and its two neighbours (LR x/2 and x2 at the same B)

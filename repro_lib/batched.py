@@ -404,8 +404,9 @@ def member_bytes(cfg: RunConfig) -> int:
       and the SGD step's per-element LR and gradient temporaries);
     * activations: B x (elements of every leaf module's output for one image) x 4 bytes -- what autograd keeps
       for the backward pass (conv, BN and ReLU outputs), counted with forward hooks on a 2-image eval-mode pass
-      of the member model on CPU (fp32 even under bf16 autocast: a safe upper bound), x 5.5 for the ghost-BN
-      reshapes, the grouped-conv / cudnn.benchmark workspaces and the allocator's slack;
+      of the member model on CPU (fp32 even under bf16 autocast: a safe upper bound), x 5.5 for ghost BN's
+      copies (calibrated with its earlier transposed-copy form), the grouped-conv / cudnn.benchmark workspaces and
+      the allocator's slack;
     * with ``cuda_graphs``: the captured graph keeps one full batch's activations in its private pool, and the
       ragged last batch of an epoch (N mod B images, ``drop_last`` is always False) runs eagerly beside it, so
       its activations are added.

@@ -161,8 +161,8 @@ class StaticStep:
 
     Memory: the graph keeps one full step's activations in its private pool for the whole run, and the eager
     ragged batch allocates beside it, so the peak can exceed the eager loop's by up to that batch's activations
-    (``batched.member_bytes`` adds them when it sizes ``fit_many`` groups). Incompatible with ``compile=True`` (rejected by
-    ``RunConfig``). Measured on an H200 (issue 8, ``benchmarks/results_h200_graphs.json``): a 50k-image epoch of the
+    (``batched.member_bytes`` adds them when it sizes ``fit_many`` groups). Incompatible with ``compile=True``
+    (rejected by ``RunConfig``). Measured on an H200 (issue 8, ``benchmarks/results_h200_graphs.json``): a 50k-image epoch of the
     width-64 ResNet-18 at B = 128 takes 2.23 s instead of 4.42 s eagerly (fp32); with deterministic cuDNN kernels the
     graphed and the eager run are bit-identical (``benchmarks/check_graphs.py``,
     ``tests/test_fast_path.py::test_cuda_graph_capture_matches_eager_on_cuda``). On by default in the ``gpu`` and

@@ -3,11 +3,12 @@ PYTHON  ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= cpu
+NOTEBOOKS ?=
 PINS    ?= requirements.txt
 KERNEL  := repro_lib
 STAMP   := $(VENV)/.installed-$(notdir $(PINS))
 
-.PHONY: test reproduce lab venv clean-results
+.PHONY: test reproduce report lab venv clean-results
 
 venv: $(STAMP)
 
@@ -21,13 +22,20 @@ $(STAMP): pyproject.toml requirements.txt requirements-nopins.txt
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
-## reproduce: execute every notebook with PROFILE (smoke|cpu|gpu|paper) into results/$(PROFILE)/; ARGS for extra -p
+## reproduce: execute every notebook (or NOTEBOOKS="name …") with PROFILE (smoke|cpu|gpu|paper) into
+## results/$(PROFILE)/; ARGS for extra -p. A failing notebook does not stop the others; a table at the end.
 reproduce: $(STAMP)
-	$(BIN)/python -m repro_lib run --profile $(PROFILE) $(ARGS)
+	$(BIN)/python -m repro_lib run --profile $(PROFILE) $(NOTEBOOKS) $(ARGS)
 
-## lab: JupyterLab with the repro_lib kernel
+## report: re-render the published notebooks in reports/ from the committed run store (nothing trains) and the
+## README's results table
+report: $(STAMP)
+	$(BIN)/python -m repro_lib report reports $(NOTEBOOKS)
+
+## lab: JupyterLab with the repro_lib kernel, rooted at the repository (notebooks work in it: same data/ and
+## results/ as `make reproduce`)
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --FileContentsManager.preferred_dir=notebooks
 
 clean-results:
 	rm -rf results

@@ -1,28 +1,36 @@
 """Command line.
 
-* ``python -m repro_lib run [NOTEBOOK …] --profile P [-p name value …]``: execute notebooks with papermill;
+* ``python -m repro_lib run [NOTEBOOK …] --profile P [-p name value …]``: execute notebooks with papermill (every
+  notebook, or those named: a path or a name in ``notebooks/``); a failing notebook does not stop the others; a
+  table at the end (status, minutes, verdict, executed notebook); exit status 1 if any failed;
+* ``python -m repro_lib summary [reports/] [--readme README.md [--check]]``: the results table of the published
+  notebooks (``repro_lib.publish``), printed or written into the README;
+* ``python -m repro_lib report [reports/] [NOTEBOOK …]``: re-render the published notebooks from their store
+  (``-p collect True``: nothing trains), then the README's results table;
 * ``python -m repro_lib sweep NOTEBOOK --profile P --executor {local,slurm} […]``: submit the notebook's grid as
-  one submitit job array (``repro_lib.cluster``, issue 9); then ``run NOTEBOOK -p collect True`` renders it.
+  one submitit job array (``repro_lib.cluster``); then ``run NOTEBOOK -p collect True`` renders it.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 
-from .notebook import NotebookFailed, notebooks_in, parse_value, run_notebook, split_parameters
+from .notebook import find_notebooks, run_notebooks, split_parameters, summary_table
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m repro_lib")
     sub = ap.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="execute notebooks with papermill into <results_dir>/<profile>/")
-    run.add_argument("notebooks", nargs="*", help="notebook paths (default: every notebooks/*.ipynb)")
+    run.add_argument("notebooks", nargs="*",
+                     help="notebook paths or names, e.g. yun2022_table1 (default: every notebooks/*.ipynb)")
     run.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu", "paper"])
     run.add_argument("--results-dir", default="results")
     run.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="notebook parameter (repeatable), e.g. -p data_root /data -p dataset cifar10-jpeg")
-    run.add_argument("--keep-going", action="store_true", help="run the remaining notebooks after a failure")
+    run.add_argument("--keep-going", action="store_true",
+                     help="run the remaining notebooks after a failure (the default; kept for old scripts)")
+    run.add_argument("--fail-fast", action="store_true", help="stop at the first failing notebook")
     sw = sub.add_parser("sweep", help="submit a notebook's grid to a cluster (submitit job array) into the store")
     sw.add_argument("notebook", help="notebook path, e.g. notebooks/yun2022_table2.ipynb")
     sw.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu", "paper"])
@@ -45,40 +53,66 @@ def main(argv=None) -> int:
     sw.add_argument("--log-dir", default=None, help="submitit logs and pickles (default: <results-dir>/submitit)")
     sw.add_argument("--dry-run", action="store_true", help="print the groups (and sbatch script); submit nothing")
     sw.add_argument("--wait", action="store_true", help="wait for the jobs and print their outcome")
+    sm = sub.add_parser("summary", help="the results table of the published notebooks (reports/) in Markdown")
+    sm.add_argument("reports", nargs="?", default="reports")
+    sm.add_argument("--readme", default=None, help="write the table into this README's results block")
+    sm.add_argument("--check", action="store_true", help="with --readme: exit 1 if the block is not current")
+    rp = sub.add_parser("report", help="re-render the published notebooks from their store (reports/) without "
+                                       "training, then the README's results table")
+    rp.add_argument("reports", nargs="?", default="reports")
+    rp.add_argument("notebooks", nargs="*", help="only these published notebooks (names)")
+    rp.add_argument("--readme", default="README.md", help="results table to update ('' to leave the README alone)")
     args = ap.parse_args(argv)
     if args.cmd == "sweep":
         return sweep(args)
+    if args.cmd == "summary":
+        from . import publish
 
-    paths = args.notebooks or [str(p) for p in notebooks_in()]
-    try:  # every -p name checked against the notebooks before anything runs
-        per_notebook = split_parameters(paths, {k: parse_value(v) for k, v in args.p})
+        return publish.main([args.reports, *(["--readme", args.readme] if args.readme else []),
+                             *(["--check"] if args.check else [])])
+    if args.cmd == "report":
+        return report(args)
+
+    try:  # every name, -p name and -p value checked against the notebooks before anything runs
+        paths = find_notebooks(args.notebooks)
+        per_notebook = split_parameters(paths, dict(args.p))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    failed = []
-    for i, (path, params) in enumerate(zip(paths, per_notebook), 1):
-        t0 = time.time()
-        print(f"[{i}/{len(paths)}] {path} (profile={args.profile})", flush=True)
-        try:
-            out = run_notebook(path, args.profile, params, args.results_dir)
-        except NotebookFailed as e:
-            print(f"FAILED {e}", file=sys.stderr, flush=True)
-            failed.append(path)
-            if not args.keep_going:
-                return 1
-            continue
-        print(f"    done in {time.time() - t0:.0f} s -> {out}", flush=True)
+
+    def log(text, error=False):
+        print(text, file=sys.stderr if error else sys.stdout, flush=True)
+
+    outcomes = run_notebooks(paths, args.profile, per_notebook, args.results_dir, fail_fast=args.fail_fast,
+                             log=log)
+    print("\n" + summary_table(outcomes), flush=True)
+    failed = [o.notebook for o in outcomes if o.status != "ok"]
     if failed:
         print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
 
 
+def report(args) -> int:
+    from . import publish
+    from .notebook import summary_table
+
+    outcomes = publish.rerender(args.reports, args.notebooks or None)
+    print("\n" + summary_table(outcomes), flush=True)
+    if args.readme:
+        publish.main([args.reports, "--readme", args.readme])
+    failed = [o.notebook for o in outcomes if o.status != "ok"]
+    if failed:
+        print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def sweep(args) -> int:
     from . import cluster
 
     try:
-        params = cluster.notebook_parameters(args.notebook, {k: parse_value(v) for k, v in args.p})
+        (typed,) = split_parameters([args.notebook], dict(args.p)) if args.p else ({},)
+        params = cluster.notebook_parameters(args.notebook, typed)
         plans = cluster.notebook_plans(args.notebook, args.profile, params)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

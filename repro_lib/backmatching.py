@@ -4,7 +4,8 @@ Zhang, Chen, Liu — *Train Feedforward Neural Network with Layer-wise Adaptive 
 Back-matching Propagation* (arXiv 1802.09750). Only the supplementary material survives in our copy
 (``003_302bf5df7395b6d5.txt``): Proposition 1 (App. A), BP through BN for the back-matching loss
 (App. B, Eq. 7–10), the local Hessian of a convolutional layer (App. C, Eq. 11–19) and its scalar
-approximation with BN (App. C.1). The optimizer built on it lives in ``repro_lib.optim.backmatching``.
+approximation with BN (App. C.1). The optimizer built on it lives in ``repro_lib.optim.backmatching``, with the
+App. C.1 rates it uses (:func:`layer_rates`, :func:`trace_layers`, …; re-exported here).
 
 Reconstruction (what the supplement implies; choices marked *choice*)
 ---------------------------------------------------------------------
@@ -64,7 +65,6 @@ The last section declares the runs of the supplement's Table 1 and how each prof
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
@@ -180,140 +180,10 @@ def fc_bn_backmatching_grads(W: torch.Tensor, z_prev: torch.Tensor, target: torc
 
 
 # ----------------------------------------------------------------------------- App. C.1
-
-
-def w_row(W: torch.Tensor) -> torch.Tensor:
-    """``W_row`` (n × m·w·h): one row per output feature (App. C)."""
-    return W.reshape(W.shape[0], -1)
-
-
-def w_col(W: torch.Tensor) -> torch.Tensor:
-    """``W_col`` (m × n·w·h): one row per input feature (App. C)."""
-    return W.transpose(0, 1).reshape(W.shape[1], -1)
-
-
-def sq_norm_mu(A: torch.Tensor, norm: str = "ms") -> torch.Tensor:
-    """``‖A‖²_{2,μ}`` of a 2-D matrix. ``"ms"`` (default): mean over rows of squared row norms
-    (= ‖A‖_F²/rows); ``"mean"``: the squared mean of the row norms."""
-    if norm == "ms":
-        return A.pow(2).sum() / A.shape[0]
-    if norm == "mean":
-        return A.norm(dim=1).mean().pow(2)
-    raise ValueError(f"norm: must be 'ms' or 'mean', got {norm!r}")
-
-
-def m_weight(W: torch.Tensor, s: float, norm: str = "ms") -> torch.Tensor:
-    """``m_{b,W} = s / ‖W_row‖²_{2,μ}`` (App. C.1)."""
-    return s / sq_norm_mu(w_row(W), norm)
-
-
-def m_input(W: torch.Tensor, c: float, norm: str = "ms") -> torch.Tensor:
-    """``m_{b,z} = ‖W_col‖²_{2,μ} / ‖W_row‖²_{2,μ} / c`` (App. C.1)."""
-    return sq_norm_mu(w_col(W), norm) / sq_norm_mu(w_row(W), norm) / c
-
-
-@dataclass
-class Layer:
-    """One block of a chain network, as found by :func:`trace_layers` (execution order)."""
-
-    weight: str                     # parameter name of W_b
-    bias: str | None                # parameter name of the layer's bias, if any
-    bn: list[str] = field(default_factory=list)   # BN γ, β parameter names (empty if no BN / not affine)
-    s: float = 1.0                  # sharing parameter q1·q2 (1 for FC)
-    c: float = 1.0                  # pooling/padding/stride factor (module docstring)
-    has_bn: bool = False            # the layer's output goes straight into a BatchNorm
-
-
-def trace_layers(model: nn.Module, input_shape: Sequence[int]) -> list[Layer]:
-    """Find the chain ``conv/linear → [BN]`` blocks of ``model`` by running one forward pass in eval mode
-    (running statistics untouched) on a zero batch of 2 with per-sample shape ``input_shape``.
-
-    ``s`` = output spatial size, ``c = (numel(z_{b-1})/m_b) / (numel(y_b)/n_b)`` where ``z_{b-1}`` is the
-    previous block's output (the BN output if any; the network input for the first block). Only chain
-    networks (VGG, MLP) are meaningful: the product over "layers above" follows execution order.
-    """
-    names = {m: n for n, m in model.named_modules()}
-    seq: list[tuple[nn.Module, tuple, tuple]] = []
-
-    def hook(mod, inp, out):
-        if isinstance(mod, (nn.Conv2d, nn.Linear)) or isinstance(mod, nn.modules.batchnorm._BatchNorm):
-            seq.append((mod, tuple(inp[0].shape), tuple(out.shape)))
-
-    handles = [m.register_forward_hook(hook) for m in model.modules()]
-    was_training = model.training
-    p = next(model.parameters())
-    try:
-        model.eval()
-        with torch.no_grad():
-            model(torch.zeros(2, *input_shape, dtype=p.dtype, device=p.device))
-    finally:
-        model.train(was_training)
-        for h in handles:
-            h.remove()
-
-    layers: list[Layer] = []
-    prev_numel = 1
-    for d in input_shape:
-        prev_numel *= d
-    for i, (mod, ishape, oshape) in enumerate(seq):
-        if not isinstance(mod, (nn.Conv2d, nn.Linear)):
-            continue
-        n = names[mod]
-        nxt = seq[i + 1][0] if i + 1 < len(seq) else None
-        bn = isinstance(nxt, nn.modules.batchnorm._BatchNorm)
-        m_in, n_out = mod.weight.shape[1], mod.weight.shape[0]
-        out_numel = 1
-        for d in oshape[1:]:
-            out_numel *= d
-        s = out_numel / n_out
-        c = (prev_numel / m_in) / s
-        lay = Layer(weight=f"{n}.weight", bias=f"{n}.bias" if mod.bias is not None else None, s=s, c=c, has_bn=bn)
-        if bn:
-            bn_name = names[nxt]
-            lay.bn = [f"{bn_name}.{k}" for k, _ in nxt.named_parameters(recurse=False)]
-        layers.append(lay)
-        prev_numel = out_numel
-    return layers
-
-
-def layer_constants(layers: Sequence[Layer], weights: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The shape-only inputs of :func:`layer_rates` as tensors on the weights' device and dtype: ``rows`` /
-    ``cols`` (dimensions of each weight as rows), ``s``, ``c`` and ``bn`` per block. An optimizer builds them once:
-    making them from Python lists at every step would be a blocking host-to-device copy on a GPU."""
-    ref = weights[0]
-    return dict(rows=ref.new_tensor([float(w.shape[0]) for w in weights]),
-                cols=ref.new_tensor([float(w.shape[1]) for w in weights]),
-                s=ref.new_tensor([lay.s for lay in layers]), c=ref.new_tensor([lay.c for lay in layers]),
-                bn=torch.tensor([lay.has_bn for lay in layers], device=ref.device))
-
-
-def layer_rates(layers: Sequence[Layer], weights: Sequence[torch.Tensor], norm: str = "ms",
-                constants: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-block rate factors of Eq. (*) in the module docstring, from the top block down.
-
-    Returns ``(r_W, r_bn)``, 1-D tensors over ``layers``: ``r_W[b] = 1/(m_{b,W} ∏_{i>b} m_{i,z})`` (the
-    factor multiplying η for ``W_b``) and ``r_bn[b] = 1/(s_b ∏_{i>b} m_{i,z})`` (BN γ/β and a bias feeding
-    BN). Layers without BN use ``m_W = m_z = 1`` (``r_W = r_bn = ∏_{i>b} m_{i,z}^{-1}``).
-    ``norm="ms"`` is multi-tensor (one ``_foreach_norm``); ``"mean"`` needs per-row norms (a loop).
-    ``constants``: :func:`layer_constants` of the same layers and weights (made here when None).
-    """
-    weights = [w.detach() for w in weights]
-    k = constants if constants is not None else layer_constants(layers, weights)
-    rows, cols, s, c, bn = k["rows"], k["cols"], k["s"], k["c"], k["bn"]
-    if norm == "ms":
-        sq = torch.stack(torch._foreach_norm(weights)).pow(2)
-        sq_row, sq_col = sq / rows, sq / cols
-    else:
-        sq_row = torch.stack([sq_norm_mu(w_row(w), norm) for w in weights])
-        sq_col = torch.stack([sq_norm_mu(w_col(w), norm) for w in weights])
-    one = torch.ones_like(s)
-    inv_mw = torch.where(bn, sq_row / s, one)                      # 1/m_{b,W} = ‖W_row‖²_{2,μ}/s
-    inv_mz = torch.where(bn, sq_row * c / sq_col, one)             # 1/m_{b,z} = c‖W_row‖²/‖W_col‖²
-    inv_s = torch.where(bn, 1.0 / s, one)
-    # above[b] = ∏_{i>b} 1/m_{i,z}: exclusive suffix product
-    suffix = torch.flip(torch.cumprod(torch.flip(inv_mz, [0]), 0), [0])
-    above = torch.cat([suffix[1:], one[:1]])
-    return inv_mw * above, inv_s * above
+# The scalar Hessian approximations and the layer rates of Eq. (*) live with the optimizer that uses them
+# (repro_lib.optim.backmatching); re-exported here, where the derivation is.
+from .optim.backmatching import (Layer, layer_constants, layer_rates, m_input, m_weight,  # noqa: E402,F401
+                                 sq_norm_mu, trace_layers, w_col, w_row)
 
 
 # ----------------------------------------------------------------------------- Table 1 runs (profiles as data)
@@ -328,12 +198,12 @@ TABLE1_BASE = dict(scale_invariant=False, n=50000, batch_size=128, momentum=0.9,
 TABLE1_MODELS = ("vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn")
 TABLE1_METHODS = ("sgd", "lars", "lsalr", "scale_amended_sgd")  # row order of the paper's Table 1
 # profile -> datasets (paper name -> dataset we train on; a paper dataset left out is not run), models,
-# seeds, RunConfig overrides. cpu: CIFAR-100 is not available on the CPU machine, CIFAR-10 is its JPEG mirror.
+# seeds, RunConfig overrides. cpu: the CIFAR-10 half of the table only (CIFAR-100 would double its time).
 TABLE1_PROFILES = {
     "smoke": dict(datasets={"cifar10": "cifar10"}, models=TABLE1_MODELS, seeds=(0,),
                   overrides=dict(synthetic=True, width=4, n=256, batch_size=64, num_epochs=2, n_test=200,
                                  device="cpu")),
-    "cpu": dict(datasets={"cifar10": "cifar10-jpeg"}, models=TABLE1_MODELS, seeds=(0,),
+    "cpu": dict(datasets={"cifar10": "cifar10"}, models=TABLE1_MODELS, seeds=(0,),
                 overrides=dict(width=8, n=5000, num_epochs=8, n_test=2000)),
     "gpu": dict(datasets={"cifar10": "cifar10", "cifar100": "cifar100"}, models=TABLE1_MODELS, seeds=(0,),
                 overrides=dict(num_epochs=100)),
@@ -342,11 +212,13 @@ TABLE1_PROFILES = {
 }
 
 
-def table1_plan(profile: str, seeds=None, seed_offset: int = 0, **params):
+def table1_plan(profile: str, seeds=None, seed_offset: int = 0, dataset: str = "", **params):
     """One row per (paper dataset, model, method, seed) of Table 1 for ``profile``: the paper's cell
     (``paper_dataset``, ``model``, ``method``, ``paper_accuracy``) and the ``cfg`` (a ``RunConfig``) to train.
-    ``seeds`` default to the profile's, each plus ``seed_offset``. ``params`` override RunConfig fields (an
-    unknown name is a ``ValueError`` naming it)."""
+    ``seeds`` default to the profile's, each plus ``seed_offset``. ``dataset``: what the paper's CIFAR-10 runs
+    train on instead of the profile's choice (e.g. ``"cifar10-jpeg"``; ``""``: the profile's, CIFAR-10 itself);
+    the CIFAR-100 runs are unchanged. ``params`` override RunConfig fields of every run (an unknown name is a
+    ``ValueError`` naming it)."""
     import pandas as pd
 
     from . import paper
@@ -359,6 +231,7 @@ def table1_plan(profile: str, seeds=None, seed_offset: int = 0, **params):
         if k not in known:
             raise ValueError(f"{k}: unknown parameter (RunConfig fields: {sorted(known)})")
     prof = TABLE1_PROFILES[profile]
+    datasets = {**prof["datasets"], **({"cifar10": dataset} if dataset and "cifar10" in prof["datasets"] else {})}
     cells = paper.table("backmatching_table1")
     rows = []
     for _, c in cells.iterrows():
@@ -366,7 +239,7 @@ def table1_plan(profile: str, seeds=None, seed_offset: int = 0, **params):
             continue
         for seed in (prof["seeds"] if seeds is None else seeds):
             seed = int(seed) + seed_offset
-            f = dict(TABLE1_BASE, model=c["model"], dataset=prof["datasets"][c["dataset"]], optimizer=c["method"],
+            f = dict(TABLE1_BASE, model=c["model"], dataset=datasets[c["dataset"]], optimizer=c["method"],
                      lr=float(c["lr"]), weight_decay=float(c["weight_decay"]), seed=int(seed), profile=profile)
             f.update(prof["overrides"])
             f.update(params)

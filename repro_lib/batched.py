@@ -33,7 +33,9 @@ format of :func:`repro_lib.train.fit`, with the same mathematics per member:
   supported; the exponential schedules, which act on the optimizer state, are rejected.
 * **CUDA graphs** (``cuda_graphs=True``, a shared field): forward + backward of the stack run as one
   ``train.StaticStep`` whose gradients are views of one flat buffer in ``flat``'s layout, so the SGD step reads it
-  without concatenating; the SGD step itself stays eager.
+  without concatenating; the SGD step itself stays eager. ``compile=True`` uses the same ``StaticStep`` without
+  capture: full batches through the stack compiled with static shapes, the ragged last batch and evaluation
+  through the eager stack (the same parameters).
 * **Angular tracker.** One ``angular.AngularTracker`` per member over views of that member's slice of the stacked
   parameters: the same float64 numbers as ``fit`` for the same weights.
 * **Divergence.** Checked per member at every epoch end with ``fit``'s rule (non-finite training loss or
@@ -235,7 +237,8 @@ class _Stack:
         self.trackers = [AngularTracker(_MemberView(self, m)) for m in range(M)]
         if check is not None:
             self._check(models, check)
-        self.forward = torch.compile(self.net) if compile else self.net  # same parameters
+        # same parameters; static shapes: only full batches are compiled (static_step sends the rest to self.net)
+        self.forward = torch.compile(self.net, dynamic=False) if compile else self.net
 
     def per_element(self, values: torch.Tensor) -> torch.Tensor:
         """(M,) per-member values -> one per element of the flat buffer."""
@@ -275,11 +278,14 @@ class _Stack:
         """(M,) bool: all trainable weights of the member finite."""
         return torch.stack([torch.isfinite(self.flat[o:o + s].view(self.M, -1)).all(1) for o, s in self.blocks]).all(0)
 
-    def static_step(self, loss_fn, batch_size: int) -> StaticStep:
-        """A ``train.StaticStep`` (``cuda_graphs``) whose gradient tensors are views of one flat gradient buffer in
-        the layout of ``flat``, so :meth:`sgd_step` reads it without concatenating."""
+    def static_step(self, loss_fn, batch_size: int, eager_loss_fn=None, capture: bool = True) -> StaticStep:
+        """A ``train.StaticStep`` (``cuda_graphs``: ``capture=True``; ``compile``: ``capture=False``, ``loss_fn``
+        through :attr:`forward` for full batches, ``eager_loss_fn`` through :attr:`net` for the ragged one) whose
+        gradient tensors are views of one flat gradient buffer in the layout of ``flat``, so :meth:`sgd_step` reads
+        it without concatenating."""
         self.flat_grad = torch.zeros_like(self.flat)
-        return StaticStep(loss_fn, self.params, list(self.net.buffers()), batch_size, grads=self.views(self.flat_grad))
+        return StaticStep(loss_fn, self.params, list(self.net.buffers()), batch_size, grads=self.views(self.flat_grad),
+                          eager_loss_fn=eager_loss_fn, capture=capture)
 
     # -------------------------------------------------------------- one SGD step for all members
     @torch.no_grad()
@@ -515,8 +521,9 @@ def fit_grouped(configs, store=None, max_members: int = 16, memory_budget_bytes:
 # ============================================================================================== training
 @torch.no_grad()
 def _evaluate(stack: _Stack, batches: data_mod.TensorBatches, fast: FastPath) -> list[dict[str, float]]:
-    """``train.evaluate`` for every member at once (eval mode, running statistics, the same test batches)."""
-    net, M = stack.forward, stack.M
+    """``train.evaluate`` for every member at once (eval mode, running statistics, the same test batches); eager
+    also under ``compile`` (no eval-mode graphs to compile)."""
+    net, M = stack.net, stack.M
     net.eval()
     dev = batches.x.device
     loss_sum = torch.zeros(M, dtype=torch.float64, device=dev)
@@ -630,14 +637,23 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
     stack_kw = dict(channels_last=fast.channels_last, compile=fast.compile)
     stack = _Stack(models, bufs, cfgs, lr_all, check=tuple(trains[0].x.shape[1:]), **stack_kw)
 
-    def loss_fn(x, y):  # Σ_m mean_b CE: member m's gradient is that of its own mean loss
-        b = y.shape[0]
-        with fast.autocast():
-            out = stack.forward(fast.inputs(x)).view(b, stack.M, -1)
-            losses = F.cross_entropy(out.transpose(1, 2), y, reduction="none").mean(0)  # (M,), fp32
-        return losses.sum(), (losses.detach(), (out.detach().argmax(2) == y).sum(0))
+    def loss_through(compiled: bool):
+        def loss_fn(x, y):  # Σ_m mean_b CE: member m's gradient is that of its own mean loss
+            b = y.shape[0]
+            net = stack.forward if compiled else stack.net  # the current stack (rebuilt when a member diverges)
+            with fast.autocast():
+                out = net(fast.inputs(x)).view(b, stack.M, -1)
+                losses = F.cross_entropy(out.transpose(1, 2), y, reduction="none").mean(0)  # (M,), fp32
+            return losses.sum(), (losses.detach(), (out.detach().argmax(2) == y).sum(0))
+        return loss_fn
 
-    static = stack.static_step(loss_fn, bsz) if fast.graphs else None
+    loss_fn = loss_through(False)  # eager: the ragged last batch under compile, every batch without StaticStep
+
+    def static_step():  # compile: full batches through the compiled stack, the ragged one eagerly
+        return stack.static_step(loss_through(True), bsz, eager_loss_fn=loss_fn, capture=fast.graphs) \
+            if fast.static else None
+
+    static = static_step()
     eval_every = [c.eval_interval(n_train, len(test)) for c in cfgs]
     clock = CheckpointClock(cfgs[0].checkpoint_every_s)
     status = ["finished"] * M0
@@ -717,7 +733,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
             active = [active[m] for m in keep]
             stack = _Stack([models[a] for a in active], kept_bufs, [cfgs[a] for a in active], lr_all[:, active],
                            **stack_kw)
-            static = stack.static_step(loss_fn, bsz) if fast.graphs else None
+            static = static_step()
         if bar is not None:
             bar.update(1)
             bar.set_postfix(active=len(active))

@@ -53,15 +53,10 @@ def _yun(*names: str) -> Callable:
 
     def plans(profile: str, seed: int = 0, dataset: str = "", num_epochs: int = 0, device: str = "auto",
               precision: str = "", cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
-        from . import experiments
+        from .yun_tables import plans as notebook_plans
 
-        overrides = _overrides(dataset=dataset, num_epochs=num_epochs, precision=precision, cuda_graphs=cuda_graphs)
-        out = []
-        for name in names:
-            exp = experiments.get(name)
-            out.append(exp.plan(profile, seeds=[seed + s for s in exp.profiles[profile].seeds], device=device,
-                                **overrides))
-        return out
+        return list(notebook_plans(names, profile, seed=seed, device=device, dataset=dataset, num_epochs=num_epochs,
+                                   precision=precision, cuda_graphs=cuda_graphs).values())
 
     def max_members(profile: str) -> int:
         from . import experiments
@@ -80,11 +75,12 @@ def _preresnet(profile: str, seed: int = 0, dataset: str = "", num_epochs: int =
     return [exp_lr.preresnet_plan(profile, seed=seed, device=device, **overrides)]
 
 
-def _backmatching(profile: str, seed: int = 0, num_epochs: int = 0, device: str = "auto", precision: str = "",
-                  cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
+def _backmatching(profile: str, seed: int = 0, dataset: str = "", num_epochs: int = 0, device: str = "auto",
+                  precision: str = "", cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
     from . import backmatching
 
-    overrides = _overrides(num_epochs=num_epochs, device=device, precision=precision, cuda_graphs=cuda_graphs)
+    overrides = _overrides(dataset=dataset, num_epochs=num_epochs, device=device, precision=precision,
+                           cuda_graphs=cuda_graphs)
     return [backmatching.table1_plan(profile, seed_offset=seed, **overrides)]
 
 

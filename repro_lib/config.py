@@ -32,6 +32,11 @@ DEVICES = ("auto", "cpu", "cuda")
 _NOT_HASHED = ("device", "profile", "eval_every", "channels_last", "cudnn_benchmark", "compile", "cuda_graphs",
                "checkpoint_every_s")
 PRECISIONS = ("fp32", "bf16")
+#: Version of the training numerics, part of every run hash. Bump it in any change that alters what a run computes
+#: (the training arithmetic, data order, augmentation, evaluation) without changing a config field: every stored
+#: run then has a hash the current code no longer asks for, so a published store (``reports/``) that was not
+#: re-run is visibly stale (``tests/test_reports.py``) instead of silently describing other code.
+RESULTS_VERSION = 1
 
 
 def _freeze(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -89,12 +94,13 @@ class ConfigBase:
 
     @property
     def hash(self) -> str:
-        """Stable content hash (16 hex) over every field that changes the computation."""
+        """Stable content hash (16 hex) over every field that changes the computation and ``RESULTS_VERSION``."""
         defaults = {f.name: f.default for f in fields(self)}
         d = {k: v for k, v in self.to_dict().items() if k not in self._NOT_HASHED
              and not (k in self._HASHED_IF_SET and v == defaults[k])}
         if self._HASH_KIND is not None:
             d = {"kind": self._HASH_KIND, **d}
+        d["results_version"] = RESULTS_VERSION
         blob = json.dumps(d, sort_keys=True, default=repr, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -14,6 +14,8 @@ Everything the training loop sees comes from tensors that live on the training d
   ops, then normalization; ``drop_last=False`` (the last partial batch is used).
 
 The data root is a parameter, else ``$REPRO_DATA_ROOT``, else ``./data``. This module knows no global path.
+``require(name, root, download)`` checks (and for CIFAR downloads) a dataset before anything trains on it; a missing
+dataset is one ``DataNotFoundError`` saying which dataset, which folder, and how to get it there.
 """
 from __future__ import annotations
 
@@ -43,27 +45,52 @@ class DatasetInfo:
     std: tuple
     folder: str  # directory under the data root
     splits: tuple = ("train", "test")  # folder names of the train and test splits
-    help: str = ""
+    help: str = ""  # the expected layout under the data root
+    source: str = ""  # where to get it: the archive's URL (torchvision kinds), else what to do
 
 
 DATASETS: dict[str, DatasetInfo] = {
-    "cifar10": DatasetInfo("cifar10", "torchvision", 10, 32, 50000, 10000, _CIFAR10_MEAN, _CIFAR10_STD, "",
+    "cifar10": DatasetInfo("cifar10", "torchvision", 10, 32, 50000, 10000, _CIFAR10_MEAN, _CIFAR10_STD,
+                           "cifar-10-batches-py",
                            help="torchvision CIFAR10: <root>/cifar-10-batches-py/ (the 'python version' "
-                                "archive cifar-10-python.tar.gz, extracted), or run with download=True"),
-    "cifar100": DatasetInfo("cifar100", "torchvision", 100, 32, 50000, 10000, _CIFAR100_MEAN, _CIFAR100_STD, "",
+                                "archive cifar-10-python.tar.gz, extracted)",
+                           source="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"),
+    "cifar100": DatasetInfo("cifar100", "torchvision", 100, 32, 50000, 10000, _CIFAR100_MEAN, _CIFAR100_STD,
+                            "cifar-100-python",
                             help="torchvision CIFAR100: <root>/cifar-100-python/ (cifar-100-python.tar.gz, "
-                                 "extracted), or run with download=True"),
+                                 "extracted)",
+                            source="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"),
+    # only when asked for (dataset="cifar10-jpeg"): no profile trains on it by default
     "cifar10-jpeg": DatasetInfo("cifar10-jpeg", "folder", 10, 32, 50000, 10000, _CIFAR10_MEAN, _CIFAR10_STD,
                                 "cifar10-jpeg",
                                 help="<root>/cifar10-jpeg/{train,test}/<class>/*.jpg: CIFAR-10 re-encoded as JPEG "
-                                     "(pixel values differ from CIFAR-10: accuracies are not CIFAR-10 numbers)"),
+                                     "(pixel values differ from CIFAR-10: accuracies are not CIFAR-10 numbers)",
+                                source="there is no public download (a local JPEG re-encode of CIFAR-10; any "
+                                       "{train,test}/<class>/*.jpg folders work); dataset cifar10 is CIFAR-10 "
+                                       "itself"),
     # Tiny ImageNet (Yun et al. Table 9): *choices*, the paper says only "padding, random crops and left-right
     # flips": ImageNet mean/std normalization, and the same 4-px crop padding as CIFAR (train.py's pad=4).
     "tiny_imagenet": DatasetInfo("tiny_imagenet", "tiny_imagenet", 200, 64, 100000, 10000, _IMAGENET_MEAN,
                                 _IMAGENET_STD, "tiny-imagenet-200", ("train", "val"),
                                 help="<root>/tiny-imagenet-200/ as unpacked from tiny-imagenet-200.zip: "
                                      "wnids.txt, train/<wnid>/images/*.JPEG, val/images/*.JPEG and "
-                                     "val/val_annotations.txt"),
+                                     "val/val_annotations.txt",
+                                source="get http://cs231n.stanford.edu/tiny-imagenet-200.zip and unzip it into "
+                                       "the data root"),
+}
+#: Datasets too large to hold in memory, streamed by ``repro_lib.imagefolder`` (not loadable by ``load_split``);
+#: listed here so that :func:`require` can say where to get them.
+STREAMED: dict[str, DatasetInfo] = {
+    "imagenet": DatasetInfo("imagenet", "imagefolder", 1000, 224, 1281167, 50000, _IMAGENET_MEAN, _IMAGENET_STD,
+                            "imagenet", ("train", "val"),
+                            help="<root>/imagenet/train/<wnid>/*.JPEG (1,281,167 images in 1000 folders such as "
+                                 "n01440764) and <root>/imagenet/val/<wnid>/*.JPEG (the 50,000 validation images "
+                                 "sorted into the same wnid folders)",
+                            source="get ILSVRC2012_img_train.tar and ILSVRC2012_img_val.tar from "
+                                   "https://image-net.org/download-images.php (free registration); untar the per-class "
+                                   "archives of the training tar into train/<wnid>/, and sort the validation images "
+                                   "into val/<wnid>/ with the ground-truth labels (e.g. the valprep.sh script of "
+                                   "the PyTorch ImageNet example)"),
 }
 
 
@@ -103,14 +130,84 @@ def cache_dir() -> Path:
 
 
 class DataNotFoundError(FileNotFoundError):
-    pass
+    """A dataset is not where it is looked for; the message says which dataset, which folder, and how to get it."""
 
 
-def _missing(info: DatasetInfo, root: Path, detail: str = "") -> DataNotFoundError:
-    return DataNotFoundError(
-        f"dataset {info.name!r} not found under data root {str(root)!r}{': ' + detail if detail else ''}.\n"
-        f"Expected: {info.help}.\nSet the notebook parameter data_root or the environment variable "
-        f"REPRO_DATA_ROOT to the folder that holds it.")
+def _fetch_commands() -> str:
+    """How to run with ``download=True``: for every notebook, for one notebook, or inside Jupyter."""
+    nb = os.environ.get("REPRO_NOTEBOOK") or "notebooks/<notebook>.ipynb"
+    return (f'  make reproduce ARGS="-p download True"        (every notebook)\n'
+            f"  python -m repro_lib run {nb} -p download True\n"
+            f"  or, in Jupyter, download = True in the notebook's parameters cell")
+
+
+def _missing(info: DatasetInfo, root: Path, detail: str = "", download_failed: bool = False) -> DataNotFoundError:
+    """The one error of a missing dataset: what, where it was looked for, and how to get it there."""
+    where = os.path.abspath(root)
+    lines = [f"dataset {info.name!r} not found under the data root {where!r}{': ' + detail if detail else ''}."]
+    if info.kind == "torchvision":
+        if download_failed:
+            lines.append(f"The download needs internet access. Without it, download {info.source} elsewhere and "
+                         f"extract it into {where!r} (it unpacks to {info.folder}/).")
+        else:
+            lines += ["Fetch it once (torchvision downloads the archive, checks its MD5 checksum and extracts it "
+                      "into the data root):", _fetch_commands(),
+                      f"or download {info.source} yourself and extract it into {where!r}."]
+    else:
+        lines.append(f"It is not downloaded automatically: {info.source}.")
+    lines += [f"Expected layout: {info.help}.",
+              "Set the notebook parameter data_root or the environment variable REPRO_DATA_ROOT to the folder that "
+              "holds it."]
+    return DataNotFoundError("\n".join(lines))
+
+
+def dataset_info(name: str) -> DatasetInfo:
+    """The :class:`DatasetInfo` of ``name`` (``DATASETS`` or ``STREAMED``); ``ValueError`` naming ``dataset``."""
+    if name in DATASETS:
+        return DATASETS[name]
+    if name in STREAMED:
+        return STREAMED[name]
+    raise ValueError(f"dataset: unknown dataset {name!r}; known: {sorted({**DATASETS, **STREAMED})}")
+
+
+def require(name: str, root=None, download: bool = False) -> Path:
+    """Make sure dataset ``name`` is under the data root (:func:`data_root`) before anything trains on it, and
+    return that root. CIFAR-10/100 (torchvision) are downloaded there when ``download`` (torchvision checks the
+    archive's MD5 checksum); any other missing dataset, or a CIFAR one without ``download``, raises one
+    :class:`DataNotFoundError` naming the dataset, the folder and how to get it there (the commands that download,
+    or where to get a folder dataset and its layout). Cheap when the data is there: folders are only looked at
+    (a dataset already decoded into the cache counts as present), the CIFAR files are checksummed."""
+    info = dataset_info(name)
+    root = data_root(root)
+    if info.kind == "torchvision":
+        if not download and not (root / info.folder).is_dir():
+            raise _missing(info, root, f"no folder {str(root / info.folder)!r}")
+        _torchvision(info, "test", root, download)
+    elif info.kind == "folder":
+        if not all(_cache_path(info, s, root).is_file() for s in ("train", "test")):
+            for split in ("train", "test"):
+                _split_dir(info, split, root)
+    elif info.kind == "tiny_imagenet":
+        if not all(_cache_path(info, s, root).is_file() for s in ("train", "test")):
+            base = root / info.folder
+            for f in (base / "wnids.txt", base / "val" / "val_annotations.txt"):
+                if not f.is_file():
+                    raise _missing(info, root, f"no file {str(f)!r}")
+            if not (base / "train").is_dir():
+                raise _missing(info, root, f"no folder {str(base / 'train')!r}")
+    else:  # streamed image folders
+        for split in info.splits:
+            d = root / info.folder / split
+            if not d.is_dir():
+                raise _missing(info, root, f"no folder {str(d)!r}")
+    return root
+
+
+def require_for(configs, root=None, download: bool = False) -> None:
+    """:func:`require` for every real (not synthetic) dataset the run configs train on, once each: what a notebook
+    calls before its sweep, so a missing dataset stops it with one message before anything trains."""
+    for name in dict.fromkeys(c.dataset for c in configs if not getattr(c, "synthetic", False)):
+        require(name, root, download)
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -137,16 +234,26 @@ def load_split(name: str, split: str, root=None, download: bool = False, synthet
     return ImageTensors(x, y, name, info.num_classes, info.mean, info.std)
 
 
-def _load_torchvision(info: DatasetInfo, split: str, root: Path, download: bool):
+def _torchvision(info: DatasetInfo, split: str, root: Path, download: bool):
+    """The torchvision dataset object; a missing, corrupted or undownloadable one is one ``DataNotFoundError``
+    (torchvision's own exception is not chained: its advice names torchvision's arguments, not ours)."""
     import torchvision
 
     cls = {"cifar10": torchvision.datasets.CIFAR10, "cifar100": torchvision.datasets.CIFAR100}[info.name]
     try:
-        ds = cls(str(root), train=(split == "train"), download=download)
-    except RuntimeError as e:  # torchvision: "Dataset not found or corrupted"
-        raise _missing(info, root, str(e)) from None
-    except OSError as e:  # offline download
-        raise _missing(info, root, f"download failed ({e})") from None
+        return cls(str(root), train=(split == "train"), download=download)
+    except RuntimeError as e:  # torchvision: "Dataset not found or corrupted", or a download failing its MD5 check
+        detail = (f"the files in {str(root / info.folder)!r} are missing or fail their MD5 checksum"
+                  if (root / info.folder).is_dir() else f"no folder {str(root / info.folder)!r}")
+        raise _missing(info, root, f"{detail} ({e})") from None
+    except OSError as e:  # offline download (URLError is an OSError)
+        raise _missing(info, root, f"the download failed ({type(e).__name__}: {e})", download_failed=True) from None
+
+
+def _load_torchvision(info: DatasetInfo, split: str, root: Path, download: bool):
+    if not download and not (root / info.folder).is_dir():
+        raise _missing(info, root, f"no folder {str(root / info.folder)!r}")
+    ds = _torchvision(info, split, root, download)
     x = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
     y = torch.tensor(ds.targets, dtype=torch.int64)
     return x, y
@@ -223,10 +330,14 @@ def _decode_files(files) -> torch.Tensor:
     return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()
 
 
+def _cache_path(info: DatasetInfo, split: str, root: Path) -> Path:
+    key = hashlib.sha256(f"{root.resolve()}|{info.name}|{split}".encode()).hexdigest()[:12]
+    return cache_dir() / f"{info.name}-{split}-{key}.pt"
+
+
 def _cached(info: DatasetInfo, split: str, root: Path, decode):
     """Decode once, then load the uint8 tensors from ``cache_dir()`` (keyed by the resolved folder path)."""
-    key = hashlib.sha256(f"{root.resolve()}|{info.name}|{split}".encode()).hexdigest()[:12]
-    path = cache_dir() / f"{info.name}-{split}-{key}.pt"
+    path = _cache_path(info, split, root)
     if path.is_file():
         d = torch.load(path, weights_only=True)
         return d["x"], d["y"]

@@ -15,7 +15,9 @@ Tables 1-2).
   3/4-4/3) + flip, Resize/CenterCrop evaluation, seeded subset of ``n`` images drawn as ``cfg.subset_draw``
   says -- Sec. 6 plans: ``"uniform"``, the paper's "80k randomly sampled data" (line 366); the field's default
   ``"balanced"`` keeps the hashes of runs stored before it existed --, ``DistributedSampler`` shards with
-  ``set_epoch``); normalization on the device; train/val class folders must match (:func:`build_data`).
+  ``set_epoch``); normalization on the device; train/val class folders must match (:func:`build_data`). A
+  dataset ``repro_lib.data`` holds in memory (CIFAR-10/100 from torchvision, Tiny ImageNet) is served the same
+  way from its uint8 tensors (:class:`TensorImageDataset`): same transforms, subsets and augmentation draws.
 * model: ``repro_lib.models.create(cfg.model, num_classes)`` initialised from ``cfg.seed`` on every rank (DDP also
   broadcasts rank 0's parameters), wrapped in DDP when world_size > 1. BatchNorm statistics are per rank
   (B / world_size images per BN batch, the usual multi-GPU ImageNet convention; the papers do not say how many
@@ -73,9 +75,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from . import cutmix, imagefolder
+from . import data as data_mod
 from .angular import AngularTracker, predicted_angular_update, tuning_factor  # noqa: F401
 from .config import PROFILES, ConfigBase
 from .data import normalize
+from .notebook import progress_lines
 
 @dataclass(frozen=True)
 class ImageFolderConfig(ConfigBase):
@@ -84,8 +88,9 @@ class ImageFolderConfig(ConfigBase):
     the same thing, so ``repro_lib.optim.build_optimizer`` and ``repro_lib.schedules.build_schedule`` take it."""
 
     model: str = "efficientnet_b0"  # registered model name
-    dataset: str = "imagenet"  # folder under the data root: <root>/<dataset>/{train,<val_split>}/<class>/*
-    val_split: str = "val"  # evaluation split folder ("val" for ImageNet, "test" for the CIFAR JPEG mirror)
+    dataset: str = "imagenet"  # folder under the data root: <root>/<dataset>/{train,<val_split>}/<class>/*, or a
+    # repro_lib.data dataset held in memory (cifar10, cifar100, tiny_imagenet: TensorImageDataset)
+    val_split: str = "val"  # evaluation split folder ("val" for ImageNet, "test" for CIFAR and its JPEG mirror)
     image_size: int = 224  # training crop / evaluation centre crop
     n: int = 0  # seeded training subset of n images, drawn as subset_draw says (0 = every training image)
     subset_draw: str = "balanced"  # "uniform" (Yun et al. Sec. 6: "randomly sampled") | "balanced" (n // C per class)
@@ -230,15 +235,82 @@ def _finite_params(model) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
+# ----------------------------------------------------------------------------------------------- data
+class TensorImageDataset(imagefolder.ImageFolderDataset):
+    """A ``repro_lib.data`` dataset held in memory (CIFAR-10/100 via torchvision, Tiny ImageNet) served as an
+    ImageFolder split: item ``k`` is ``(uint8 C×H×W, label, index)`` with exactly the transforms, augmentation
+    seeding and subsets of :class:`repro_lib.imagefolder.ImageFolderDataset` (the image comes from the uint8
+    tensor instead of a file). ``split``: ``"train"``, anything else is the test split."""
+
+    def __init__(self, dataset: str, split: str = "train", root=None, image_size: int = 32, train: bool = True,
+                 seed: int = 0, download: bool = False):
+        self.dataset, self.split, self.image_size, self.train, self.seed = dataset, split, image_size, train, seed
+        info = data_mod.DATASETS[dataset]
+        d = data_mod.load_split(dataset, "train" if split == "train" else "test", root, download=download)
+        self.images, self.labels = d.x, d.y
+        self.dir = data_mod.data_root(root) / info.folder
+        self.files = []
+        self.classes = [f"{c:04d}" for c in range(info.num_classes)]
+        self.indices = torch.arange(len(self.labels))
+        self.epoch = 0
+        self.mean, self.std = info.mean, info.std
+
+    def __getitem__(self, k: int):
+        import random
+
+        from PIL import Image
+
+        i = int(self.indices[k])
+        img = Image.fromarray(self.images[i].permute(1, 2, 0).numpy())
+        if self.train:  # the seeding of ImageFolderDataset.__getitem__
+            rng = random.Random((self.seed * 1_000_003 + self.epoch) * 10_000_019 + i)
+            x = imagefolder.train_transform(img, self.image_size, rng)
+        else:
+            x = imagefolder.eval_transform(img, self.image_size)
+        return x, int(self.labels[i]), i
+
+
+def in_memory(dataset: str) -> bool:
+    """Whether ``dataset`` is read by :class:`TensorImageDataset` (a ``repro_lib.data`` dataset that is not a plain
+    ``<class>/*`` folder) rather than streamed from an ImageFolder."""
+    info = data_mod.DATASETS.get(dataset)
+    return info is not None and info.kind != "folder"
+
+
+def count_train_images(dataset: str, data_root=None) -> int:
+    """The number of training images of ``dataset`` (an in-memory dataset's declared size, else the files of its
+    image folder's train split)."""
+    if in_memory(dataset):
+        return data_mod.DATASETS[dataset].n_train
+    return len(imagefolder.ImageFolderDataset(dataset, "train", data_root, train=True))
+
+
+def require_data(cfgs, data_root=None, download: bool = False) -> None:
+    """Check (and for CIFAR, with ``download``, fetch) the data of every config before anything trains: one
+    ``DataNotFoundError`` naming the dataset, the folder and how to get it (``repro_lib.data.require``). Other image
+    folders (e.g. the synthetic smoke one) are checked for their train and evaluation splits."""
+    seen = set()
+    for c in cfgs:
+        if (c.dataset, c.val_split) in seen:
+            continue
+        seen.add((c.dataset, c.val_split))
+        if c.dataset in data_mod.DATASETS or c.dataset in data_mod.STREAMED:
+            data_mod.require(c.dataset, data_root, download)
+        else:
+            for split in ("train", c.val_split):
+                imagefolder.split_dir(c.dataset, split, data_root)
+
+
 # ----------------------------------------------------------------------------------------------- training
 def build_data(cfg: ImageFolderConfig, data_root=None):
     """(train dataset, eval dataset): the seeded training subset of ``cfg.n`` images drawn as
     ``cfg.subset_draw`` says (Sec. 6: ``"uniform"``) and the class-balanced evaluation subset of ``cfg.n_val``.
     Each split's classes are its sorted folder names, so a ``ValueError`` if the two splits' class lists differ
-    (labels would otherwise silently mean different classes)."""
-    train = imagefolder.ImageFolderDataset(cfg.dataset, "train", data_root, cfg.image_size, train=True,
-                                           seed=cfg.seed)
-    val = imagefolder.ImageFolderDataset(cfg.dataset, cfg.val_split, data_root, cfg.image_size, train=False)
+    (labels would otherwise silently mean different classes). In-memory datasets (:func:`in_memory`) are read by
+    :class:`TensorImageDataset`."""
+    cls = TensorImageDataset if in_memory(cfg.dataset) else imagefolder.ImageFolderDataset
+    train = cls(cfg.dataset, "train", data_root, cfg.image_size, train=True, seed=cfg.seed)
+    val = cls(cfg.dataset, cfg.val_split, data_root, cfg.image_size, train=False)
     if val.classes != train.classes:
         only_t = sorted(set(train.classes) - set(val.classes))[:5]
         only_v = sorted(set(val.classes) - set(train.classes))[:5]
@@ -375,11 +447,12 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
     seen: list[list[int]] = []
     status, diverged_epoch = "finished", None
     bar = None
-    if progress:
+    lines = progress and progress_lines()  # under the runner: one line at the end instead of a bar
+    desc = f"{cfg.model} n={n_train} wd={cfg.weight_decay:g} B={cfg.batch_size} x{env.world_size}"
+    if progress and not lines:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=cfg.num_epochs, initial=start_epoch, leave=False,
-                   desc=f"{cfg.model} n={n_train} wd={cfg.weight_decay:g} B={cfg.batch_size} x{env.world_size}")
+        bar = tqdm(total=cfg.num_epochs, initial=start_epoch, leave=False, desc=desc)
     model.train()
     for epoch in range(start_epoch, cfg.num_epochs):
         t0 = time.perf_counter()
@@ -466,6 +539,9 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
     }
     if store is not None:
         store.finish(cfg, result)
+    if lines:
+        print(f"{desc} seed={cfg.seed}: {status}" + (f", test acc {result['test_acc']:.2f} %" if ok else "")
+              + f" ({result['train_seconds']:.0f} s)", flush=True)
     return result
 
 
@@ -595,9 +671,9 @@ SECTION6_PROFILES: dict[str, dict[str, Any]] = {
                         "image_size": 32, "batch_size": 16, "num_epochs": 2, "num_workers": 0, "device": "cpu"},
                   n_subset=16, n_full=64, subset_wd=[0.0016, 0.0064], full_wd=[1e-4, 4e-4],
                   synthetic=dict(num_classes=4, per_class=16, val_per_class=4, size=32), seeds=[0]),
-    # CPU stand-in: the CIFAR-10 JPEG mirror (32 px), timm's tiny test EfficientNet (BN, SE, SiLU), B = 32 so the
-    # subset still takes 8 steps per epoch, N ratio 16 as in the paper; full-data grid = subset grid / 16
-    "cpu": dict(base={**_SEC6_BASE, "model": "test_efficientnet", "dataset": "cifar10-jpeg", "val_split": "test",
+    # CPU stand-in: CIFAR-10 (torchvision, 32 px, held in memory), timm's tiny test EfficientNet (BN, SE, SiLU),
+    # B = 32 so the subset still takes 8 steps per epoch, N ratio 16 as in the paper; full-data grid = subset grid / 16
+    "cpu": dict(base={**_SEC6_BASE, "model": "test_efficientnet", "dataset": "cifar10", "val_split": "test",
                       "image_size": 32, "batch_size": 32, "num_epochs": 20, "n_val": 2000, "eval_every": 10,
                       "num_workers": 0, "device": "cpu"},
                 n_subset=250, n_full=4000, subset_wd=[0.0004, 0.0016, 0.0064, 0.0256],
@@ -610,16 +686,26 @@ SECTION6_PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
+def evaluation_split(dataset: str) -> str:
+    """The evaluation split of ``dataset``: ``"test"`` for the datasets of ``repro_lib.data`` (CIFAR, its JPEG mirror,
+    Tiny ImageNet's validation images), else ``"val"`` (ImageNet's layout)."""
+    return "test" if dataset in data_mod.DATASETS else "val"
+
+
 def section6_plan(profile: str, seed: int = 0, **overrides) -> tuple[list[ImageFolderConfig],
                                                                      list[ImageFolderConfig], dict]:
     """(subset configs, full-data configs, profile sizes) of Sec. 6 for ``profile``; ``seed`` is added to the
-    profile's seeds; ``overrides``: config fields applied to every run (e.g. ``device``, ``num_workers``,
+    profile's seeds; ``overrides``: config fields applied to every run (e.g. ``dataset`` -- its evaluation split
+    follows (:func:`evaluation_split`) unless ``val_split`` is given too --, ``device``, ``num_workers``,
     ``num_epochs``, ``world_size`` = processes per run; a falsy value means "the profile's")."""
     from .profiles import check_profile
 
     check_profile(profile)
     sizes = SECTION6_PROFILES[profile]
-    base = {**sizes["base"], "profile": profile, **{k: v for k, v in overrides.items() if v not in (None, "", 0)}}
+    overrides = {k: v for k, v in overrides.items() if v not in (None, "", 0)}
+    if "dataset" in overrides and "val_split" not in overrides:
+        overrides["val_split"] = evaluation_split(overrides["dataset"])
+    base = {**sizes["base"], "profile": profile, **overrides}
     sub = [ImageFolderConfig.from_dict({**base, "n": sizes["n_subset"], "weight_decay": wd, "seed": seed + s})
            for s in sizes["seeds"] for wd in sizes["subset_wd"]]
     full = [ImageFolderConfig.from_dict({**base, "n": sizes["n_full"], "weight_decay": wd, "seed": seed + s})

@@ -462,7 +462,7 @@ _SMALL_RUNS = ("step decay + WD", "TEXP", "TEXP (no correction)", "TEXP--", "cos
 PRERESNET_SIZES = {
     "smoke": {"dataset": "cifar10", "synthetic": True, "n": 128, "n_test": 100, "width": 4, "num_epochs": 2,
               "weight_decay": 5e-4, "seeds": (0,), "eval_every": 1, "runs": _SMALL_RUNS},
-    "cpu": {"dataset": "cifar10-jpeg", "synthetic": False, "n": 2000, "n_test": 1000, "width": 8, "num_epochs": 8,
+    "cpu": {"dataset": "cifar10", "synthetic": False, "n": 2000, "n_test": 1000, "width": 8, "num_epochs": 8,
             "weight_decay": 0.0125, "seeds": (0,), "eval_every": 1, "runs": _SMALL_RUNS},
     "gpu": {"dataset": "cifar10", "synthetic": False, "n": 50000, "n_test": 0, "width": 16, "num_epochs": 160,
             "weight_decay": 5e-4, "seeds": (0,), "eval_every": 1, "runs": tuple(PRERESNET_RUNS)},

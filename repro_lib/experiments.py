@@ -184,7 +184,26 @@ EXPERIMENTS: dict[str, Experiment] = {}
 # hashes) gives a further 1.35x (single run, B = 128) to 1.6x (16-member stack) with graphs on.
 _FAST = dict(eval_every=0, checkpoint_every_s=60.0, cuda_graphs=True)
 _TF = 10 / 128
-_AROUND = (_TF / 2, _TF, 2 * _TF)  # the yellow diagonal and its two neighbours (LR x/2 and x2 at the same B)
+
+
+def _around(tf: float = _TF) -> tuple:
+    """The yellow tuning factor and two factors of 2 either side (x1/4, x1/2, x1, x2, x4): a cpu grid column whose
+    yellow cell is interior, so that "the yellow cell is best" can be told apart from "the largest LR won"."""
+    return tuple(tf * 2.0 ** k for k in (-2, -1, 0, 1, 2))
+
+
+# cpu profile of every Yun et al. grid (Tables 1-11): each kept column holds the five paper cells at tuning factors
+# x1/4 ... x4 around the yellow one (the paper's own cells, each keeping its paper tuning factor), 3 seeds trained
+# together as one stacked model (fit_many), and every evaluation -- the final one included -- on the full
+# 10,000-image test set (every quarter of the training: the figures use the per-epoch angular update, not test
+# curves). Width 8. A column is the paper column whose five cells all exist in the paper's table.
+_CPU = dict(width=8, n_test=0, dataset="cifar10")
+_CPU_SEEDS = (0, 1, 2)
+
+
+def _cpu(epochs: int, *, max_members: int = 3, tf: float = _TF, **kw) -> Shrink:
+    over = dict(_CPU, num_epochs=epochs, eval_every=max(1, epochs // 4), **kw.pop("overrides", {}))
+    return Shrink(overrides=over, seeds=_CPU_SEEDS, max_members=max_members, tuning_factors=_around(tf), **kw)
 
 
 def _gpu(epochs: int = 100, max_members: int = 16) -> Shrink:
@@ -201,17 +220,16 @@ def _register(e: Experiment) -> Experiment:
 
 
 # Yun et al. 2022, Table 1 (+ Fig. 3): scale-invariant ResNet-18, CIFAR-10, SGDM μ = 0.9, B = 128, N grid.
-# cpu: the paper's two largest N columns divided by 50 (500 and 1000 images), LR ×50 so every cell keeps the
-# paper's tuning factor; sub-table (a), three LR rows around the yellow diagonal; width 8; 100 epochs (the
-# cpu-scale probe: 20 epochs never reach the equilibrium angular update, 100 epochs at N = 1000 do).
+# cpu: the paper's columns N = 12,500 and 25,000 divided by 25 (500 and 1000 images; the two largest columns whose
+# yellow cell has two paper cells on either side), LR ×25 so every cell keeps the paper's tuning factor; sub-table
+# (a), the five LR rows x1/4 ... x4 around the yellow cell; 3 seeds; width 8; 100 epochs (20 epochs never reach
+# the equilibrium angular update at this scale, 100 epochs at N = 1000 do).
 _register(Experiment(
     table="yun2022_table1",
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100,
                         keep={"subtable": ("a",), "n": (25000, 50000), "row": (5, 6)}),
-        "cpu": Shrink(overrides=dict(width=8, num_epochs=100, n_test=2000, eval_every=10, dataset="cifar10"),
-                      seeds=(0,), n_scale=1 / 50, keep={"subtable": ("a",), "n": (25000, 50000),
-                                                        "lr": (0.1, 0.2, 0.4)}),
+        "cpu": _cpu(100, n_scale=1 / 25, keep={"subtable": ("a",), "n": (12500, 25000)}),
         "gpu": _gpu(100),
         "paper": _paper(),
     }))
@@ -263,64 +281,61 @@ _register(Experiment(
 #   Tiny ImageNet 120 epochs, /10 at 60 and 90: the same fractions 0.5, 0.75 of the step schedule; Table 6 cosine);
 # * gpu: every cell, 1 seed, a third of the epochs (the schedule compressed proportionally);
 # * cpu: N (and B) divided, the LR (Tables 7/11: the WD) multiplied by b_scale/n_scale so that every kept cell keeps
-#   the paper's tuning factor; a few columns and the rows around the yellow diagonal; width 8; one seed. Costs are
+#   the paper's tuning factor; one or two columns, each with the five cells x1/4 ... x4 around the yellow one
+#   (``_cpu``); width 8; 3 seeds trained as one stacked model; the full test set. Costs are
 #   quoted as image-epochs (ResNet-18 width 8: ~1.5 s per 1000 image-epochs on one core; DenseNet-100 width 8
 #   measured ~6x that);
 # * smoke: synthetic images, width 4, at most 4 tiny runs per notebook.
-_CPU = dict(width=8, n_test=2000, eval_every=10, dataset="cifar10")
 
 
 # Table 2: scale-invariant ResNet-18, CIFAR-10, plain SGD (mu = 0), B = 128, N grid; LR grid 1..64, base LR 1.
-# cpu: as Table 1's -- N 25000, 50000 /50 (500, 1000 images), LR x50, sub-table (a), rows LR 1, 2, 4 (the yellow
-# cells of both columns), 100 epochs: 3 x 1500 x 100 = 450k image-epochs (~11 min on one core).
+# cpu: Table 1's scale for one column -- N 25000 /25 (1000 images), LR x25, sub-table (a), rows LR 1 ... 16
+# (x1/4 ... x4 around the yellow LR 4), 3 seeds, 100 epochs: 15 x 1000 x 100 = 1.5M image-epochs.
 _register(Experiment(
     table="yun2022_table2",
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100,
                         keep={"subtable": ("a",), "n": (25000, 50000), "row": (5, 6)}),
-        "cpu": Shrink(overrides=dict(_CPU, num_epochs=100), seeds=(0,), n_scale=1 / 50,
-                      keep={"subtable": ("a",), "n": (25000, 50000), "lr": (1, 2, 4)}),
+        "cpu": _cpu(100, n_scale=1 / 25, keep={"subtable": ("a",), "n": (25000,)}),
         "gpu": _gpu(),
         "paper": _paper(),
     }))
 
-# Tables 3 (SGDM) and 4 (SGD): N = 50k, B in {128 ... 2048}. cpu: N /50 = 1000, B /8 (paper B 256, 2048 -> 32, 256),
-# LR x6.25; sub-table (a), per column the yellow cell and its LR neighbours; 40 epochs: 6 x 1000 x 40 = 240k
-# image-epochs per table.
+# Tables 3 (SGDM) and 4 (SGD): N = 50k, B in {128 ... 2048}. cpu: N /50 = 1000, B /8 (paper B 512 -> 64: a column
+# whose yellow cell has two paper cells on either side; 16 steps per epoch), LR x6.25; sub-table (a), the five
+# cells x1/4 ... x4 around the yellow one; 3 seeds; 60 epochs: 15 x 1000 x 60 = 0.9M image-epochs per table.
 for _name, _lrs in (("yun2022_table3", (0.4,)), ("yun2022_table4", (4,))):
     _register(Experiment(
         table=_name,
         profiles={
             "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 8,
                             keep={"subtable": ("a",), "batch_size": (256, 2048), "lr": _lrs}),
-            "cpu": Shrink(overrides=dict(_CPU, num_epochs=40), seeds=(0,), n_scale=1 / 50, b_scale=1 / 8,
-                          keep={"subtable": ("a",), "batch_size": (256, 2048)}, tuning_factors=_AROUND),
+            "cpu": _cpu(60, n_scale=1 / 50, b_scale=1 / 8, keep={"subtable": ("a",), "batch_size": (512,)}),
             "gpu": _gpu(),
             "paper": _paper(),
         }))
 
 # Table 5: eta = 0.1, lambda = 0.0016 fixed, B in {32 ... 2048} x N in {3125 ... 50000}; yellow B = 0.02048 N.
-# cpu: N 25000, 50000 /50 (500, 1000), B /8, LR x6.25; per N column the yellow B and its neighbours (B x2, B /2);
-# 80 epochs: 3 x 1500 x 80 = 360k image-epochs.
+# cpu: N 25000 /25 (1000), B /4 (32 ... 512), LR x6.25; the column's five B cells x1/4 ... x4 in tuning factor
+# around the yellow B = 512 (B 128 ... 2048 in the paper); 3 seeds; 80 epochs: 15 x 1000 x 80 = 1.2M image-epochs.
 _register(Experiment(
     table="yun2022_table5",
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 8,
                         keep={"n": (25000, 50000), "batch_size": (512, 1024)}),
-        "cpu": Shrink(overrides=dict(_CPU, num_epochs=80), seeds=(0,), n_scale=1 / 50, b_scale=1 / 8,
-                      keep={"n": (25000, 50000)}, tuning_factors=_AROUND),
+        "cpu": _cpu(80, n_scale=1 / 25, b_scale=1 / 4, keep={"n": (25000,)}),
         "gpu": _gpu(),
         "paper": _paper(),
     }))
 
-# Table 6: as Table 1 (B = 128, N grid) with the cosine LR schedule (the CSV's schedule column). cpu: Table 1's.
+# Table 6: as Table 1 (B = 128, N grid) with the cosine LR schedule (the CSV's schedule column). cpu: Table 2's
+# (one column, N 25000 /25, five LR rows around the yellow one, 3 seeds, 100 epochs).
 _register(Experiment(
     table="yun2022_table6",
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100,
                         keep={"subtable": ("a",), "n": (25000, 50000), "row": (5, 6)}),
-        "cpu": Shrink(overrides=dict(_CPU, num_epochs=100), seeds=(0,), n_scale=1 / 50,
-                      keep={"subtable": ("a",), "n": (25000, 50000), "lr": (0.1, 0.2, 0.4)}),
+        "cpu": _cpu(100, n_scale=1 / 25, keep={"subtable": ("a",), "n": (25000,)}),
         "gpu": _gpu(),
         "paper": _paper(),
     }))
@@ -328,15 +343,17 @@ _register(Experiment(
 # Tables 7 (B = 128, N grid) and 11 (N = 50k, B grid): the *unmodified* ResNet-18 (scale_invariant=False in the
 # CSVs; its BN affine and FC are trained and are not scale-invariant). Shrunk profiles multiply the WD, not the LR
 # (rescale="weight_decay"): a 12x larger LR on the FC and BN affine would be a different experiment.
-# cpu Table 7: N 25000, 50000 /50, B /4 (32), WD x12.5, (a) rows LR 0.1, 0.2, 0.4, 60 epochs: 270k image-epochs.
-# cpu Table 11: N /50 = 1000, B /8 (32, 256), WD x6.25, (a) yellow +- neighbours, 40 epochs: 240k image-epochs.
+# cpu Table 7: N 25000 /25 (1000), B /4 (32), WD x6.25, (a) rows LR 0.1 ... 1.6 (x1/4 ... x4 around the yellow
+# LR 0.4), 3 seeds, 60 epochs: 0.9M image-epochs.
+# cpu Table 11: N /50 = 1000, B /8 (paper B 1024 -> 128), WD x6.25, (a) the five cells around the yellow LR 1.6,
+# 3 seeds, 40 epochs: 0.6M image-epochs.
 _register(Experiment(
     table="yun2022_table7",
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 4, rescale="weight_decay",
                         keep={"subtable": ("a",), "n": (50000,), "row": (5, 6)}),
-        "cpu": Shrink(overrides=dict(_CPU, num_epochs=60), seeds=(0,), n_scale=1 / 50, b_scale=1 / 4,
-                      rescale="weight_decay", keep={"subtable": ("a",), "n": (25000, 50000), "lr": (0.1, 0.2, 0.4)}),
+        "cpu": _cpu(60, n_scale=1 / 25, b_scale=1 / 4, rescale="weight_decay",
+                    keep={"subtable": ("a",), "n": (25000,)}),
         "gpu": _gpu(),
         "paper": _paper(),
     }))
@@ -345,27 +362,27 @@ _register(Experiment(
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 8, rescale="weight_decay",
                         keep={"subtable": ("a",), "batch_size": (256, 2048), "lr": (0.4,)}),
-        "cpu": Shrink(overrides=dict(_CPU, num_epochs=40), seeds=(0,), n_scale=1 / 50, b_scale=1 / 8,
-                      rescale="weight_decay", keep={"subtable": ("a",), "batch_size": (256, 2048)},
-                      tuning_factors=_AROUND),
+        "cpu": _cpu(40, n_scale=1 / 50, b_scale=1 / 8, rescale="weight_decay",
+                    keep={"subtable": ("a",), "batch_size": (1024,)}),
         "gpu": _gpu(),
         "paper": _paper(),
     }))
 
 # Tables 8 (B = 128, N grid) and 10 (N = 50k, B grid): scale-invariant DenseNet-BC-100 (k = 12) on CIFAR-100.
-# No CIFAR-100 here: the cpu profile runs on the CIFAR-10 JPEG images (a stand-in, 10 classes; 500 CIFAR-100 images
-# would be 5 per class). DenseNet-100 at width 8 (k = 2) costs ~6x ResNet-18 width 8 per image, so 20 epochs.
-# cpu Table 8: N 25000, 50000 /100 (250, 500), B /4 (32), LR x25, (a) rows LR 0.2, 0.4, 0.8: 45k image-epochs.
-# cpu Table 10: N /100 = 500, B /16 (paper 512, 2048 -> 32, 128), LR x6.25, (a) yellow +- neighbours: 60k.
+# Every profile trains on the paper's CIFAR-100 (500 images at cpu scale are 5 per class: a pipeline-scale run,
+# not a reproduction of the paper's accuracies). DenseNet-100 at width 8 (k = 2) costs ~6x ResNet-18 width 8 per
+# image, so 20 epochs and no stacking (DenseNet concatenates channels).
+# cpu Table 8: N 25000 /50 (500), B /4 (32), LR x12.5, (a) rows LR 0.1 ... 1.6 around the yellow LR 0.4, 3 seeds.
+# cpu Table 10: N /100 = 500, B /16 (paper 512 -> 32), LR x6.25, (a) the five cells around the yellow LR 0.8.
 _SMOKE_DN = dict(_SMOKE, n_test=100)
-_CPU_DN = dict(_CPU, dataset="cifar10-jpeg", num_epochs=20, n_test=1000, eval_every=5)
+_CPU_DN = dict(dataset="cifar100")
 _register(Experiment(
     table="yun2022_table8",
     profiles={
         "smoke": Shrink(overrides=_SMOKE_DN, seeds=(0,), n_scale=1 / 200, b_scale=1 / 4,
                         keep={"subtable": ("a",), "n": (50000,), "lr": (0.2,)}),
-        "cpu": Shrink(overrides=_CPU_DN, seeds=(0,), n_scale=1 / 100, b_scale=1 / 4,
-                      keep={"subtable": ("a",), "n": (25000, 50000), "lr": (0.2, 0.4, 0.8)}),
+        "cpu": _cpu(20, max_members=1, n_scale=1 / 50, b_scale=1 / 4, overrides=_CPU_DN,
+                    keep={"subtable": ("a",), "n": (25000,)}),
         "gpu": _gpu(max_members=1),  # DenseNet concatenates channels: not stackable
         "paper": _paper(max_members=1),
     }))
@@ -374,23 +391,23 @@ _register(Experiment(
     profiles={
         "smoke": Shrink(overrides=_SMOKE_DN, seeds=(0,), n_scale=1 / 200, b_scale=1 / 16,
                         keep={"subtable": ("a",), "batch_size": (2048,), "lr": (3.2,)}),
-        "cpu": Shrink(overrides=_CPU_DN, seeds=(0,), n_scale=1 / 100, b_scale=1 / 16,
-                      keep={"subtable": ("a",), "batch_size": (512, 2048)}, tuning_factors=_AROUND),
+        "cpu": _cpu(20, max_members=1, n_scale=1 / 100, b_scale=1 / 16, overrides=_CPU_DN,
+                    keep={"subtable": ("a",), "batch_size": (512,)}),
         "gpu": _gpu(max_members=1),  # DenseNet concatenates channels: not stackable
         "paper": _paper(max_members=1),
     }))
 
 # Table 9: scale-invariant ResNet-18 on Tiny ImageNet (200 classes, 64x64), B = 256, N in {12500 ... 100000},
-# 120 epochs, LR /10 at 60 and 90; yellow tuning factor 5/32. No Tiny ImageNet here: the cpu profile runs on the
-# CIFAR-10 JPEG images (a stand-in: 32x32, 10 classes) -- N 50000, 100000 /100 (500, 1000), B /4 (64), LR x25,
-# (a) rows LR 0.4, 0.8, 1.6 (the yellow cells of both columns), 80 epochs: 360k image-epochs.
+# 120 epochs, LR /10 at 60 and 90; yellow tuning factor 5/32. Every profile trains on Tiny ImageNet (a folder:
+# see data.DATASETS). cpu: N 50000 /100 (500), B /4 (64), LR x25, (a) rows LR 0.2 ... 3.2 (x1/4 ... x4 around the
+# yellow LR 0.8), 3 seeds, 60 epochs: 15 x 500 x 60 = 0.45M image-epochs (64x64 images cost 4x).
 _register(Experiment(
     table="yun2022_table9",
     profiles={
         "smoke": Shrink(overrides=dict(_SMOKE, num_epochs=2), seeds=(0,), n_scale=1 / 400, b_scale=1 / 4,
                         keep={"subtable": ("a",), "n": (100000,), "lr": (0.4, 0.8)}),
-        "cpu": Shrink(overrides=dict(_CPU, dataset="cifar10-jpeg", num_epochs=80), seeds=(0,), n_scale=1 / 100,
-                      b_scale=1 / 4, keep={"subtable": ("a",), "n": (50000, 100000), "lr": (0.4, 0.8, 1.6)}),
+        "cpu": _cpu(60, tf=5 / 32, n_scale=1 / 100, b_scale=1 / 4, overrides=dict(dataset="tiny_imagenet"),
+                    keep={"subtable": ("a",), "n": (50000,)}),
         "gpu": _gpu(40),
         "paper": _paper(),
     }))

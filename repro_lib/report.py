@@ -213,3 +213,226 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
     if out_dir is not None:
         vdf.to_csv(Path(out_dir) / f"{name}_verdicts.csv", index=False)
     return "".join(html), vdf
+
+
+# ------------------------------------------------------------------------------------------- findings
+#: what a dataset is called in tables and figures; a stand-in says so wherever its numbers appear
+STAND_INS = {"cifar10-jpeg": "CIFAR-10 JPEG stand-in (not CIFAR-10 numbers)"}
+DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "tiny_imagenet": "Tiny ImageNet",
+                 "imagenet": "ImageNet"}
+
+
+def dataset_label(results_or_cfgs) -> str:
+    """How the data of a sweep is named in its tables and figures: "CIFAR-10", "synthetic images (pipeline check)",
+    or the stand-in's label (``STAND_INS``), which says its accuracies are not the paper dataset's."""
+    cfgs = list(results_or_cfgs["cfg"]) if hasattr(results_or_cfgs, "columns") else list(results_or_cfgs)
+    labels = []
+    for c in cfgs:
+        label = ("synthetic images (pipeline check)" if c.synthetic
+                 else STAND_INS.get(c.dataset, DATASET_NAMES.get(c.dataset, c.dataset)))
+        if label not in labels:
+            labels.append(label)
+    return ", ".join(labels)
+
+
+def peak_tuning_factor(tf, acc, seeds=None, n_boot: int = 2000, level: float = 0.95, rng: int = 0) -> dict:
+    """The tuning factor at the peak of a quadratic fitted (least squares) to accuracy against log(tuning factor),
+    with a bootstrap interval over seeds.
+
+    ``tf``, ``acc``: one entry per run (seeds are separate points); ``seeds``: each run's seed. The bootstrap draws
+    seeds with replacement and refits on all the runs of the drawn seeds (a seed's runs stay together: at small N
+    a seed also draws the training subset). Returns ``peak`` (NaN when the fitted parabola opens upwards -- no
+    interior maximum -- or its vertex lies outside the measured range, where a quadratic says nothing), ``lo``,
+    ``hi`` (percentile interval of the resampled peaks; a resample without an interior maximum in range counts as
+    the end of the range with the higher accuracy), ``n_boot`` and ``inside`` (share of resamples with an interior peak). No paper
+    reports this number: it turns "the yellow cell is best or second" into a measured optimum."""
+    x = np.log(np.asarray(tf, dtype=float))
+    y = np.asarray(acc, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    seeds = np.zeros(len(ok), dtype=int)[ok] if seeds is None else np.asarray(seeds)[ok]
+    nan = {"peak": math.nan, "lo": math.nan, "hi": math.nan, "n_boot": 0, "inside": math.nan}
+    if len(np.unique(x)) < 3:
+        return nan
+    lo_x, hi_x = x.min(), x.max()
+
+    def vertex(xs, ys):
+        if len(np.unique(xs)) < 3:
+            return math.nan, False
+        c2, c1, _ = np.polyfit(xs, ys, 2)
+        if c2 >= 0:
+            return (lo_x if ys[xs == xs.min()].mean() > ys[xs == xs.max()].mean() else hi_x), False
+        v = -c1 / (2 * c2)
+        return float(np.clip(v, lo_x, hi_x)), bool(lo_x <= v <= hi_x)
+
+    v, inside = vertex(x, y)
+    out = {"peak": math.exp(v) if inside else math.nan}
+    uniq = np.unique(seeds)
+    gen = np.random.default_rng(rng)
+    peaks, ins = [], []
+    if len(uniq) > 1:
+        for _ in range(n_boot):
+            draw = gen.choice(uniq, size=len(uniq), replace=True)
+            idx = np.concatenate([np.flatnonzero(seeds == s) for s in draw])
+            pv, pin = vertex(x[idx], y[idx])
+            if math.isfinite(pv):
+                peaks.append(pv)
+                ins.append(pin)
+    if peaks:
+        a = (1 - level) / 2
+        out.update(lo=math.exp(np.quantile(peaks, a)), hi=math.exp(np.quantile(peaks, 1 - a)), n_boot=len(peaks),
+                   inside=float(np.mean(ins)))
+    else:
+        out.update(lo=math.nan, hi=math.nan, n_boot=0, inside=math.nan)
+    return out
+
+
+def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yellow_tf: float | None = None,
+             group: str = "subtable") -> pd.DataFrame:
+    """Per column of a swept grid (one row per (``group``, ``col``)), what the paper's claim needs, computed from the
+    runs (``sweep.run_sweep`` output with one row per (cell, seed)):
+
+    ``cells``, ``seeds`` (finished runs per cell, least), ``verdict`` (best / second / no: the rank of the yellow
+    cell's mean among the column's means, the paper's reading), ``yellow_mean`` ± ``yellow_sd`` (over seeds),
+    ``best_other`` (the best non-yellow cell's mean) and its ``best_other_tf``, ``margin`` (yellow − best other: > 0
+    means the yellow cell is best), ``runner_up_margin`` (best − second best of the column), ``spread`` (the largest
+    seed sd among the yellow and best-other cells) and ``decided`` (|margin| > spread: the margin exceeds the seed
+    spread), ``peak_tf`` [``peak_lo``, ``peak_hi``] (:func:`peak_tuning_factor`) and ``peak_vs_yellow``
+    (peak / yellow tuning factor), ``missing`` (runs not in the store)."""
+    from .sweep import MISSING
+
+    rows = []
+    keys = [k for k in (group, col) if k in results]
+    for key, g in results.groupby(keys, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        ok = g[g["status"] == "finished"]
+        cells = g.groupby("tuning_factor", sort=True)
+        stats = ok.groupby("tuning_factor")[value].agg(["mean", "std", "count"]).reindex(sorted(g.tuning_factor.unique()))
+        yellow_rows = g[g["yellow"]] if "yellow" in g else g.iloc[:0]
+        ytf = (float(yellow_rows.tuning_factor.iloc[0]) if len(yellow_rows)
+               else (yellow_tf if yellow_tf is not None else math.nan))
+        row = dict(zip(keys, key))
+        row.update(cells=cells.ngroups, seeds=int(stats["count"].fillna(0).min()) if len(stats) else 0,
+                   missing=int((g["status"] == MISSING).sum()), yellow_tf=ytf)
+        means = stats["mean"].dropna()
+        if ytf in means.index and len(means) > 1:
+            ranks = means.rank(ascending=False, method="min")
+            r = ranks[ytf]
+            others = means.drop(index=ytf)
+            top2 = means.sort_values(ascending=False)
+            ysd = stats.loc[ytf, "std"]
+            bo_tf = float(others.idxmax())
+            spread = float(np.nanmax([ysd, stats.loc[bo_tf, "std"]]))
+            margin = float(means[ytf] - others.max())
+            row.update(verdict="best" if r == 1 else "second" if r == 2 else "no", yellow_mean=float(means[ytf]),
+                       yellow_sd=float(ysd), best_other=float(others.max()), best_other_tf=bo_tf, margin=margin,
+                       runner_up_margin=float(top2.iloc[0] - top2.iloc[1]), spread=spread,
+                       decided=bool(math.isfinite(spread) and abs(margin) > spread))
+        else:
+            row.update(verdict="n/a", yellow_mean=math.nan, yellow_sd=math.nan, best_other=math.nan,
+                       best_other_tf=math.nan, margin=math.nan, runner_up_margin=math.nan, spread=math.nan,
+                       decided=False)
+        pk = peak_tuning_factor(ok.tuning_factor, ok[value], ok.seed if "seed" in ok else None)
+        row.update(peak_tf=pk["peak"], peak_lo=pk["lo"], peak_hi=pk["hi"],
+                   peak_vs_yellow=pk["peak"] / ytf if ytf and math.isfinite(ytf) else math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def angular_findings(results: pd.DataFrame, epoch: int, keys=("subtable", "n", "batch_size")) -> pd.DataFrame:
+    """Δθ per epoch at ``epoch`` (mean ± sd over seeds) of every cell beside the Eq. 27 reading arccos(1 − TF),
+    one row per (keys, tuning factor), with ``ratio`` = measured / predicted."""
+    from .angular import predicted_angular_update
+
+    rows = []
+    for _, r in results.iterrows():
+        h = [e for e in r["history"] if int(e.get("epoch", -1)) == epoch and e.get("angular_update") is not None]
+        if h:
+            rows.append({**{k: r[k] for k in keys if k in r}, "tuning_factor": r["tuning_factor"],
+                         "yellow": bool(r.get("yellow", False)), "seed": r.get("seed"),
+                         "angular_update": float(h[0]["angular_update"])})
+    cols = [k for k in keys if k in results] + ["tuning_factor", "yellow"]
+    if not rows:
+        return pd.DataFrame(columns=[*cols, "epoch", "angular_update", "sd", "seeds", "predicted", "ratio"])
+    df = pd.DataFrame(rows)
+    out = df.groupby(cols, sort=True).angular_update.agg(["mean", "std", "count"]).reset_index()
+    out = out.rename(columns={"mean": "angular_update", "std": "sd", "count": "seeds"})
+    out.insert(len(cols), "epoch", epoch)
+    out["predicted"] = predicted_angular_update(out.tuning_factor.to_numpy())
+    out["ratio"] = out.angular_update / out.predicted
+    return out
+
+
+def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str:
+    """The findings table in words (Markdown), one line per column: the numbers come from ``findings``."""
+    lines = []
+    for _, r in f.iterrows():
+        where = f"{col} = {r[col]:g}" if col in r else ""
+        if "subtable" in r and isinstance(r["subtable"], str) and r["subtable"]:
+            where = f"({r['subtable']}) {where}"
+        if r["verdict"] == "n/a":
+            lines.append(f"- **{where}**: no verdict yet ({int(r['missing'])} runs missing).")
+            continue
+        rank = {"best": "is the best cell", "second": "is second", "no": "is neither best nor second"}[r["verdict"]]
+        margin = (f"ahead of the best other cell by {r['margin']:.2f} points" if r["margin"] > 0
+                  else f"{-r['margin']:.2f} points behind the best cell (tuning factor {r['best_other_tf']:.4g})")
+        spread = (("more than" if r["decided"] else "within") + f" the seed spread ({r['spread']:.2f})"
+                  if math.isfinite(r["spread"]) else "with one seed, so no spread to compare with")
+        peak = (f"the quadratic fit peaks at tuning factor {r['peak_tf']:.3g} (95 % bootstrap interval "
+                f"{r['peak_lo']:.3g}–{r['peak_hi']:.3g}) beside the yellow {r['yellow_tf']:.3g}"
+                if math.isfinite(r["peak_tf"]) else "the quadratic fit has no interior peak")
+        lines.append(f"- **{where}** ({int(r['seeds'])} seeds per cell): the yellow cell "
+                     f"({r['yellow_mean']:.2f} ± {r['yellow_sd']:.2f} % {what}) {rank}, {margin}, {spread}; "
+                     f"{peak}.")
+    return "\n".join(lines)
+
+
+def _fmt_tf(v: float) -> str:
+    return f"{v:.3g}" if math.isfinite(v) else "—"
+
+
+def verdict_text(r) -> str:
+    """One findings row as a short verdict: "best, +1.20 (> seed sd 0.80)" / "no, −2.1 (within seed sd 2.5)"."""
+    if r["verdict"] == "n/a":
+        return f"n/a ({int(r['missing'])} runs missing)" if r["missing"] else "n/a"
+    if not math.isfinite(r["spread"]):
+        return f"{r['verdict']}, {r['margin']:+.2f} (one seed: no spread)"
+    rel = ">" if r["decided"] else "within"
+    return f"{r['verdict']}, {r['margin']:+.2f} ({rel} seed sd {r['spread']:.2f})"
+
+
+def peak_text(r) -> str:
+    """"0.071 [0.063, 0.078] vs 0.0781" from a findings row (— when the fit has no interior peak)."""
+    if not math.isfinite(r["peak_tf"]):
+        return f"no interior peak (yellow {_fmt_tf(r['yellow_tf'])})"
+    return f"{_fmt_tf(r['peak_tf'])} [{_fmt_tf(r['peak_lo'])}, {_fmt_tf(r['peak_hi'])}] vs {_fmt_tf(r['yellow_tf'])}"
+
+
+def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str, col: str = "n",
+               results: pd.DataFrame | None = None) -> list[dict]:
+    """``publish.record_claims`` rows, one per findings column: the verdict and the peak tuning factor computed by
+    :func:`findings`; ``results`` (the sweep) adds the column's training minutes (sum of the runs' seconds)."""
+    rows = []
+    for _, r in found.iterrows():
+        sub = f" ({r['subtable']})" if "subtable" in r and isinstance(r["subtable"], str) and r["subtable"] else ""
+        label = {"n": "N", "batch_size": "B"}.get(col, col)
+        minutes = None
+        if results is not None:
+            sel = results[col] == r[col]
+            if "subtable" in r and "subtable" in results:
+                sel &= results["subtable"].astype(str) == str(r["subtable"])
+            minutes = float(pd.to_numeric(results.loc[sel, "seconds"], errors="coerce").sum()) / 60
+        rows.append({"paper": paper, "item": f"{item}{sub}, {label} = {r[col]:g}", "claim": claim, "data": data,
+                     "seeds": int(r["seeds"]), "verdict": verdict_text(r), "peak_tf": peak_text(r),
+                     "train_minutes": minutes})
+    return rows
+
+
+def verdict_line(found: pd.DataFrame) -> str:
+    """The notebook's one-line verdict (the ``verdict`` cell read by ``python -m repro_lib run``'s end table)."""
+    v = found["verdict"].value_counts().to_dict()
+    parts = [f"{k} {v[k]}/{len(found)}" for k in ("best", "second", "no", "n/a") if k in v]
+    decided = int(found["decided"].sum())
+    peaks = [peak_text(r) for _, r in found.iterrows() if math.isfinite(r["peak_tf"])]
+    return (f"yellow cell: {', '.join(parts)} columns; margin beyond the seed spread in {decided}/{len(found)}"
+            + (f"; peak TF {peaks[0]}" if len(peaks) == 1 else f"; {len(peaks)} fitted peaks" if peaks else ""))

@@ -3,10 +3,11 @@ many writers on many machines over a shared filesystem such as NFS, where SQLite
 
 Layout of a results directory::
 
-    results/runs/<hash>.json           the record of a finished or diverged run: config, status, result summary
-                                       and per-epoch history. Created once, never rewritten.
-    results/runs/<hash>.running.json   config and start time of a run that has started and not finished
+    results/runs/<hash>.json           the record of a finished or diverged run: config, status, result summary,
+                                       per-epoch history and provenance. Created once, never rewritten.
+    results/runs/<hash>.running.json   config, start time and provenance of a run that has started and not finished
     results/runs/<hash>.epochs.json    per-epoch metrics of that unfinished run (rewritten whole at every epoch)
+    results/runs/corrupt/<name>.<UTC>  a record file found unreadable or malformed, set aside (see below)
     results/checkpoints/<hash>.pt      latest epoch-boundary state of an unfinished run
     results/store.sqlite               the store of earlier versions, if any: its rows are imported into
                                        ``runs/`` when a ``Store`` opens the directory (again if the file changed)
@@ -24,26 +25,60 @@ Guarantees:
   and history at every epoch boundary and resumes from there (data order is a function of (seed, epoch), so no
   RNG state needs saving; see ``data.TensorBatches``).
 
+* A damaged record never stops a reader: a record file that is not valid JSON, lacks a required key, holds a
+  value of the wrong type, or whose config hashes to another hash than its file name (checked where the record
+  says it was written under the current ``config.RESULTS_VERSION`` and its config can be rebuilt here as a
+  ``RunConfig`` or ``distributed.ImageFolderConfig``; a config that does not validate under this code -- a model
+  registered only where it ran, a rule tightened since -- is not taken for damage) is moved to
+  ``runs/corrupt/<name>.<UTC time stamp>`` with one :class:`DamagedRecordWarning` naming the file and the fault;
+  the run then counts as not stored, so a sweep trains it again (``collect=True``: shows it as missing).
+  ``Store.set_aside`` lists the files this object moved. Two readers finding the same damaged file at once both
+  go on (the second finds it already moved). A record of a newer format than this version reads is no damage:
+  reading it raises a ``ValueError`` naming the file.
+
+Record format (``"format"`` in a record; row-wise records of earlier versions, without the key, still load):
+
+* ``2``: the history is stored column-wise -- ``{"epochs": N, "columns": {key: column}}`` -- and every
+  ``history``/``runs``/``get`` reader gets back exactly the list of per-epoch dicts a row-wise record gives (NaN
+  as None, +-inf as "inf"/"-inf", keys sorted). A column is a JSON list (one value per epoch), or an object with
+  ``rows`` (the 0-based epochs that have the key, when not all do), ``names`` (per-epoch dicts with these keys,
+  such as ``angular_update_per_tensor``: the names once instead of at every epoch) and either ``values`` (JSON)
+  or ``f8``: float64 numbers (null as NaN, "inf"/"-inf" as +-inf; per name all epochs, then the next name) as
+  little-endian bytes, byte-shuffled, zlib-compressed and base85-encoded. Nothing is rounded: every float reads
+  back bit for bit. A 100-epoch record with the per-tensor tracker series is about a fifth of its row-wise size.
+* Every record and running file also holds ``env`` (``repro_lib``: package version, ``torch``: its version,
+  ``device``: "cpu" or the CUDA device name the run used, ``num_threads``: ``torch.get_num_threads()``) and
+  ``results_version`` (``config.RESULTS_VERSION`` when it was written).
+
 The index (``runs()``) is built by scanning ``runs/``. This module stores; it does not train.
 """
 from __future__ import annotations
 
+import base64
 import contextlib
+import datetime
+import functools
+import importlib.metadata
 import json
 import math
 import os
 import pickle
+import re
 import signal
 import socket
 import sqlite3
+import struct
 import threading
 import time
 import uuid
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from . import config as _config
 
 DONE = ("finished", "diverged")
 
@@ -51,7 +86,10 @@ _LEGACY = "store.sqlite"  # the SQLite store of earlier versions
 _IMPORTED = ".sqlite_imported"  # marker in runs/: the (size, mtime) of the SQLite files imported last
 
 
-def _json(obj) -> str:
+FORMAT = 2  # record format written by this version (module docstring); records without the key are format 1
+
+
+def _json(obj, compact: bool = False) -> str:
     def fix(v):
         if isinstance(v, float) and not math.isfinite(v):
             return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
@@ -61,7 +99,166 @@ def _json(obj) -> str:
             return [fix(x) for x in v]
         return v
 
-    return json.dumps(fix(obj), sort_keys=True)
+    return json.dumps(fix(obj), sort_keys=True, separators=(",", ":") if compact else None)
+
+
+# ------------------------------------------------------------------ compact (column-wise) history, format 2
+_AS_F8 = {None: math.nan, "inf": math.inf, "-inf": -math.inf}  # what ``_json`` made of NaN and +-inf
+
+
+def _pack_f8(values: list) -> str:
+    """float64 values (None as NaN, "inf"/"-inf" as +-inf): little-endian bytes, byte-shuffled (all first bytes, then
+    all second bytes, ...: the sign/exponent bytes of a slowly changing series compress well), zlib, base85 (no
+    quote or backslash)."""
+    raw = struct.pack(f"<{len(values)}d", *(v if type(v) is float else _AS_F8[v] for v in values))
+    return base64.b85encode(zlib.compress(b"".join(raw[i::8] for i in range(8)), 9)).decode("ascii")
+
+
+def _unpack_f8(text: str, n: int) -> list:
+    shuffled = zlib.decompress(base64.b85decode(text))
+    if len(shuffled) != 8 * n:
+        raise ValueError(f"{len(shuffled)} bytes where {n} float64 values were expected")
+    raw = bytearray(8 * n)
+    for i in range(8):
+        raw[i::8] = shuffled[i * n:(i + 1) * n]
+    return [v if math.isfinite(v) else (None if v != v else ("inf" if v > 0 else "-inf"))
+            for v in struct.unpack(f"<{n}d", raw)]
+
+
+def _floats(values: list) -> bool:
+    """Every value a float, None, "inf" or "-inf" (after ``_json``: no NaN/inf floats left), one at least a float."""
+    return any(type(v) is float for v in values) and all(
+        type(v) is float or v is None or (type(v) is str and v in _AS_F8) for v in values)
+
+
+def encode_history(history: list[dict]) -> dict:
+    """The column-wise form of a list of per-epoch dicts (module docstring, format 2); ``decode_history`` gives
+    back exactly ``json.loads(_json(history))``: what a row-wise record reads back as."""
+    rows = json.loads(_json(history))
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise TypeError(f"history: a list of per-epoch dicts expected, got {str(history)[:80]}")
+    n = len(rows)
+    cols = {}
+    for key in sorted({k for r in rows for k in r}):
+        at = [i for i, r in enumerate(rows) if key in r]
+        vals = [rows[i][key] for i in at]
+        col: dict[str, Any] = {} if len(at) == n else {"rows": at}
+        names = sorted(vals[0]) if isinstance(vals[0], dict) else None
+        if names is not None and all(isinstance(v, dict) and sorted(v) == names for v in vals):
+            col["names"] = names
+            flat = [v[name] for name in names for v in vals]  # name-major: one series per name
+            if _floats(flat):
+                col["f8"] = _pack_f8(flat)
+            else:
+                col["values"] = [[v[name] for name in names] for v in vals]
+        elif _floats(vals):
+            col["f8"] = _pack_f8(vals)
+        elif not col:
+            col = vals
+        else:
+            col["values"] = vals
+        cols[key] = col
+    return {"epochs": n, "columns": cols}
+
+
+class _Malformed(Exception):
+    """A record file that cannot be used (the message says why)."""
+
+
+def _need(ok: bool, why: str) -> None:
+    if not ok:
+        raise _Malformed(why)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def decode_history(h) -> list[dict]:
+    """Per-epoch dicts from a stored history: a list (row-wise, format 1) or ``encode_history``'s columns."""
+    if isinstance(h, list):
+        _need(all(isinstance(r, dict) for r in h), "history: not a list of objects")
+        return h
+    _need(isinstance(h, dict) and _is_int(h.get("epochs")) and h["epochs"] >= 0
+          and isinstance(h.get("columns"), dict), "history: neither a list of epochs nor {epochs, columns}")
+    n = h["epochs"]
+    rows: list[dict] = [{} for _ in range(n)]
+    for key, col in h["columns"].items():
+        try:
+            if isinstance(col, list):
+                at, vals = range(n), col
+            else:
+                _need(isinstance(col, dict), f"history column {key!r}: neither a list nor an object")
+                at = col.get("rows", range(n))
+                _need(isinstance(at, (list, range)) and all(_is_int(i) and 0 <= i < n for i in at)
+                      and len(set(at)) == len(at), f"history column {key!r}: bad rows")
+                names = col.get("names")
+                if names is not None:
+                    _need(isinstance(names, list) and all(isinstance(x, str) for x in names),
+                          f"history column {key!r}: bad names")
+                    if "f8" in col:
+                        flat = _unpack_f8(col["f8"], len(at) * len(names))
+                        vals = [dict(zip(names, flat[j::len(at)])) for j in range(len(at))]
+                    else:
+                        _need(isinstance(col.get("values"), list)
+                              and all(isinstance(v, list) and len(v) == len(names) for v in col["values"]),
+                              f"history column {key!r}: bad values")
+                        vals = [dict(zip(names, v)) for v in col["values"]]
+                elif "f8" in col:
+                    vals = _unpack_f8(col["f8"], len(at))
+                else:
+                    vals = col.get("values")
+                    _need(isinstance(vals, list), f"history column {key!r}: no values")
+        except (ValueError, TypeError, zlib.error, struct.error) as e:
+            raise _Malformed(f"history column {key!r}: {e}") from None
+        _need(len(vals) == len(at), f"history column {key!r}: {len(vals)} values for {len(at)} epochs")
+        for i, v in zip(at, vals):
+            rows[i][key] = v
+    return [dict(sorted(r.items())) for r in rows]
+
+
+# ------------------------------------------------------------------ provenance
+@functools.lru_cache(maxsize=1)
+def package_version() -> str:
+    """The installed ``repro_lib`` version, else the one in the checkout's ``pyproject.toml``, else "unknown"."""
+    try:
+        return importlib.metadata.version("repro_lib")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    except OSError:
+        return "unknown"
+    project = re.search(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    m = re.search(r'^version\s*=\s*"([^"]+)"', project.group(1), re.M) if project else None
+    return m.group(1) if m else "unknown"
+
+
+def _device_name(device: str) -> str:
+    """The device a run with config field ``device`` uses here: "cpu" or the CUDA device's name."""
+    from .train import resolve_device
+
+    try:
+        d = resolve_device(device)
+    except Exception:  # e.g. 'cuda' named where there is none: the record is not written by the run itself
+        return str(device)
+    if d.type == "cuda":
+        try:
+            return torch.cuda.get_device_name(d)
+        except Exception:
+            return "cuda"
+    return d.type
+
+
+def provenance(cfg) -> dict:
+    """``env`` and ``results_version`` of a record written now for ``cfg`` (module docstring)."""
+    return {"env": {"repro_lib": package_version(), "torch": torch.__version__,
+                    "device": _device_name(getattr(cfg, "device", "auto")), "num_threads": torch.get_num_threads()},
+            "results_version": _config.RESULTS_VERSION}
+
+
+class DamagedRecordWarning(UserWarning):
+    """A record file of the results store was unreadable or malformed and has been set aside."""
 
 
 def _tmp_name(path: Path) -> Path:
@@ -169,10 +366,41 @@ def _create_once(path: Path, text: str) -> bool:
 
 
 def _read(path: Path):
+    """The JSON in ``path``; None if there is none or it does not parse (used for the import marker only)."""
     try:
         return json.loads(path.read_text())
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):
         return None
+
+
+def _rebuilt_hash_problem(config: dict, h: str) -> str | None:
+    """Why ``config`` cannot be the config of run ``h``, or None. Checked only with the config kinds whose fields
+    hold every key of ``config`` and that validate it here; one that does not validate under this code (written
+    by other code, a model registered only in the process that ran it) cannot be checked and passes."""
+    from dataclasses import fields
+
+    from .config import RunConfig
+
+    kinds = [RunConfig]
+    if not set(config) <= {f.name for f in fields(RunConfig)}:
+        try:
+            from .distributed import ImageFolderConfig
+
+            kinds.append(ImageFolderConfig)
+        except ImportError:
+            pass
+    others = []
+    for cls in kinds:
+        if not set(config) <= {f.name for f in fields(cls)}:
+            continue
+        try:
+            rebuilt = cls.from_dict(config).hash
+        except Exception:  # does not validate here: cannot tell
+            continue
+        if rebuilt == h:
+            return None
+        others.append(rebuilt)
+    return f"its config hashes to {others[0]}, not to the file name's {h}" if others else None
 
 
 class Store:
@@ -184,6 +412,10 @@ class Store:
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         (self.root / "checkpoints").mkdir(exist_ok=True)
         self._logged: dict[str, dict[int, dict]] = {}  # hash -> epoch -> metrics, of the runs this object logs
+        self._hash_checked: dict[tuple, str | None] = {}  # (hash, config JSON) -> _rebuilt_hash_problem
+        #: the record files (their paths in ``runs/``) this object found unreadable or malformed and moved to
+        #: ``runs/corrupt/``, in the order it did so
+        self.set_aside: list[Path] = []
         if (self.root / _LEGACY).exists():
             self._import_sqlite()
 
@@ -198,11 +430,110 @@ class Store:
         return self.runs_dir / f"{h}.epochs.json"
 
     def _record(self, h: str) -> dict | None:
-        """The final record of run ``h`` (finished or diverged), else None."""
-        return _read(self._done_path(h))
+        """The final record of run ``h`` (finished or diverged; history as per-epoch dicts), else None."""
+        return self._load(self._done_path(h), "done", h)
 
     def _epochs(self, h: str) -> list[dict]:
-        return _read(self._epochs_path(h)) or []
+        return self._load(self._epochs_path(h), "epochs", h) or []
+
+    # ------------------------------------------------------------------ reading, and setting damaged files aside
+    def _load(self, path: Path, kind: str, h: str):
+        """The checked content of a record file (``kind``: "done" -> the record with its history decoded,
+        "running" -> the running record, "epochs" -> the list of per-epoch dicts), or None when there is no such
+        file or it was damaged (then it is set aside, :meth:`_set_aside_file`)."""
+        for _ in range(3):  # again only if the file was replaced by a writer while it was being judged
+            try:
+                with open(path, "rb") as f:
+                    seen = os.fstat(f.fileno())
+                    data = f.read()
+            except FileNotFoundError:
+                return None
+            try:
+                return self._parse(data, path, kind, h)
+            except _Malformed as e:
+                why = str(e)
+            if not self._set_aside_file(path, seen, why):
+                return None
+        return None
+
+    def _parse(self, data: bytes, path: Path, kind: str, h: str):
+        try:
+            obj = json.loads(data)
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+            raise _Malformed(f"not valid JSON: {e}") from None
+        if kind == "epochs" and isinstance(obj, list):  # row-wise, format 1
+            rows = decode_history(obj)
+        else:
+            _need(isinstance(obj, dict), f"a JSON {type(obj).__name__}, not an object")
+            fmt = obj.get("format", 1)
+            _need(_is_int(fmt), f"format: {fmt!r} is not an integer")
+            if fmt > FORMAT:
+                raise ValueError(f"{path}: written by a newer repro_lib (record format {fmt}; this "
+                                 f"version reads formats up to {FORMAT}): upgrade repro_lib to read this store")
+            _need(obj.get("hash", h) == h, f"its hash field {obj.get('hash')!r} is not the file name's {h}")
+            if kind == "epochs":
+                _need("history" in obj, "history: missing")
+                rows = decode_history(obj["history"])
+            else:
+                return self._check_record(obj, kind, h)
+        _need(all(_is_int(r.get("epoch")) for r in rows), "an epoch without an integer 'epoch'")
+        return rows
+
+    def _check_record(self, rec: dict, kind: str, h: str) -> dict:
+        config, status = rec.get("config"), rec.get("status")
+        _need(isinstance(config, dict), "config: missing or not an object")
+        _need(isinstance(status, str), "status: missing or not a string")
+        rv = rec.get("results_version")
+        _need(rv is None or _is_int(rv), f"results_version: {rv!r} is not an integer")
+        if kind == "done":
+            _need(status in DONE, f"status: {status!r} is not one of {DONE}")
+            _need(isinstance(rec.get("result"), dict), "result: missing or not an object")
+            _need("history" in rec, "history: missing")
+            rec = {**rec, "history": decode_history(rec["history"])}
+        else:
+            _need(status == "running", f"status: {status!r}, not 'running'")
+            for k in ("started", "updated"):
+                v = rec.get(k)  # None: not known (runs imported from store.sqlite)
+                _need(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+                      f"{k}: {v!r} is not a number")
+        if rv == _config.RESULTS_VERSION:  # hashed as this code hashes: the config must give the file's hash
+            key = (h, json.dumps(config, sort_keys=True))
+            if key not in self._hash_checked:
+                self._hash_checked[key] = _rebuilt_hash_problem(config, h)
+            _need(self._hash_checked[key] is None, str(self._hash_checked[key]))
+        return rec
+
+    def _set_aside_file(self, path: Path, seen: os.stat_result, why: str) -> bool:
+        """Move the damaged ``path`` to ``runs/corrupt/<name>.<UTC time stamp>`` with one warning. False when
+        there is nothing left to move (another reader moved it first, or it went with its run's end); True when
+        ``path`` has been replaced by a writer since it was read (read it again: not moved)."""
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            return False
+        if (now.st_ino, now.st_dev, now.st_size, now.st_mtime_ns) != (
+                seen.st_ino, seen.st_dev, seen.st_size, seen.st_mtime_ns):
+            return True
+        dest_dir = self.runs_dir / "corrupt"
+        dest_dir.mkdir(exist_ok=True)
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        dest = dest_dir / f"{path.name}.{stamp}"
+        try:
+            os.replace(path, dest)
+        except FileNotFoundError:  # another reader set it aside at the same moment
+            return False
+        self.set_aside.append(path)
+        warnings.warn(f"results store: {path} is unreadable or malformed ({why}); moved to {dest}, the run "
+                      f"counts as not stored", DamagedRecordWarning)
+        return False
+
+    def set_aside_summary(self, since: int = 0) -> str | None:
+        """One line naming the record files set aside by this object (from the ``since``-th on), or None."""
+        moved = self.set_aside[since:]
+        if not moved:
+            return None
+        return (f"{len(moved)} record{'s' if len(moved) != 1 else ''} set aside (unreadable): "
+                f"{', '.join(p.name for p in moved)} (moved to {self.runs_dir / 'corrupt'})")
 
     # ------------------------------------------------------------------ runs
     def get(self, cfg) -> dict | None:
@@ -215,29 +546,30 @@ class Store:
         rec = self._record(cfg.hash)
         if rec is not None:
             return rec["status"]
-        return "running" if self._running_path(cfg.hash).exists() else None
+        return "running" if self._load(self._running_path(cfg.hash), "running", cfg.hash) is not None else None
 
     def start(self, cfg) -> None:
         """Mark ``cfg`` as started (keeps the first start time). A finished record is left as it is."""
         h = cfg.hash
-        if self._done_path(h).exists():
+        if self._done_path(h).exists() and self._record(h) is not None:
             return
         now = time.time()
-        old = _read(self._running_path(h)) or {}
+        old = self._load(self._running_path(h), "running", h) or {}
         _write_atomic(self._running_path(h), _json({
-            "hash": h, "config": cfg.to_dict(), "status": "running", "started": old.get("started", now),
-            "updated": now, "host": socket.gethostname()}))
+            "format": FORMAT, "hash": h, "config": cfg.to_dict(), "status": "running",
+            "started": old.get("started", now), "updated": now, "host": socket.gethostname(), **provenance(cfg)}))
 
     def log_epoch(self, cfg, metrics: dict[str, Any]) -> None:
         """Record one epoch's metrics (replacing an earlier record of the same epoch)."""
         h = cfg.hash
-        if self._done_path(h).exists():
+        if self._done_path(h).exists() and self._record(h) is not None:
             return
         if h not in self._logged:
             self._logged[h] = {int(r["epoch"]): r for r in self._epochs(h)}
         rows = self._logged[h]
         rows[int(metrics["epoch"])] = json.loads(_json(metrics))
-        _write_atomic(self._epochs_path(h), json.dumps([rows[e] for e in sorted(rows)], sort_keys=True))
+        _write_atomic(self._epochs_path(h), _json({
+            "format": FORMAT, "hash": h, "history": encode_history([rows[e] for e in sorted(rows)])}, compact=True))
 
     def finish(self, cfg, result: dict[str, Any]) -> None:
         """Record the final result (status taken from ``result['status']``; history from ``result['history']``,
@@ -246,9 +578,12 @@ class Store:
         h = cfg.hash
         history = result["history"] if "history" in result else self._epochs(h)
         summary = {k: v for k, v in result.items() if k != "history"}
-        _create_once(self._done_path(h), _json({
-            "hash": h, "config": cfg.to_dict(), "status": result["status"], "result": summary,
-            "history": history, "finished": time.time(), "host": socket.gethostname()}))
+        text = _json({
+            "format": FORMAT, "hash": h, "config": cfg.to_dict(), "status": result["status"], "result": summary,
+            "history": encode_history(history), "finished": time.time(), "host": socket.gethostname(),
+            **provenance(cfg)}, compact=True)
+        if not _create_once(self._done_path(h), text) and self._record(h) is None:
+            _create_once(self._done_path(h), text)  # the record there was damaged and is now set aside
         self._logged.pop(h, None)
         for p in (self._running_path(h), self._epochs_path(h), self._ckpt_path(cfg)):
             p.unlink(missing_ok=True)
@@ -272,9 +607,9 @@ class Store:
                 running[h] = p
         out = []
         for h in sorted(set(done) | set(running)):
-            rec = _read(done[h]) if h in done else None
-            if rec is None:
-                rec = _read(running[h]) if h in running else None
+            rec = self._load(done[h], "done", h) if h in done else None
+            if rec is None and h in running:
+                rec = self._load(running[h], "running", h)
                 if rec is None:  # finished while we were scanning
                     rec = self._record(h)
             if rec is None:
@@ -326,17 +661,19 @@ class Store:
         written = 0
         for h, config, status, result, started, updated in runs:
             hist = epochs.get(h, [])
-            if status in DONE and result:
+            if status in DONE and result:  # no env / results_version: not known for these
                 written += _create_once(self._done_path(h), _json({
-                    "hash": h, "config": json.loads(config), "status": status, "result": json.loads(result),
-                    "history": hist, "finished": updated, "host": "store.sqlite"}))
+                    "format": FORMAT, "hash": h, "config": json.loads(config), "status": status,
+                    "result": json.loads(result), "history": encode_history(hist), "finished": updated,
+                    "host": "store.sqlite"}, compact=True))
             elif not self._done_path(h).exists():
                 if not self._running_path(h).exists():
                     _write_atomic(self._running_path(h), _json({
                         "hash": h, "config": json.loads(config), "status": "running", "started": started,
                         "updated": updated, "host": "store.sqlite"}))
                 if len(self._epochs(h)) < len(hist):
-                    _write_atomic(self._epochs_path(h), json.dumps(hist, sort_keys=True))
+                    _write_atomic(self._epochs_path(h), _json({"format": FORMAT, "hash": h,
+                                                               "history": encode_history(hist)}, compact=True))
                 written += 1
         _write_atomic(marker, json.dumps(sig))
         return written

@@ -17,6 +17,7 @@ import math
 
 import pandas as pd
 
+from .notebook import progress_lines
 from .train import fit
 
 
@@ -42,7 +43,9 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
     schedule values) are trained together as one channel-stacked model by ``batched.fit_many`` (per-member exact;
     one result and one store record per run, resumable as with ``fit``).
     ``collect=True``: train nothing; every row is read from ``store`` (required), and a run the store does not
-    hold as finished or diverged gets status ``"missing"``, NaN results and an empty history."""
+    hold as finished or diverged gets status ``"missing"``, NaN results and an empty history; a record the store
+    finds damaged is set aside (``store.Store``), counts as missing, and one line ``N records set aside
+    (unreadable): ...`` is printed."""
     if max_members is None:
         max_members = int(plan.attrs.get("max_members", 1))
     cfgs = list(plan["cfg"])
@@ -54,23 +57,37 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
         if store is None:
             raise ValueError("store: collect=True reads the results from a store; none was given")
         results = []
+        since = len(getattr(store, "set_aside", ()))
         for cfg in cfgs:
             done = store.get(cfg)
             results.append({**done, "history": store.history(cfg)} if done is not None else _missing_result())
+        summary = store.set_aside_summary(since) if hasattr(store, "set_aside_summary") else None
+        if summary:  # damaged records (each also warned about) now show as missing: say so once, under the table
+            print(summary)
     elif max_members > 1:
         from .batched import fit_grouped
 
+        lines = progress and progress_lines()  # under the runner: one line per run, no bars in the notebook
+        stored = [store is not None and store.get(c) is not None for c in cfgs] if lines else []
         results = fit_grouped(cfgs, store=store, max_members=max_members, data_root=data_root, download=download,
-                              progress=progress)
+                              progress=progress and not lines)
+        for i, (cfg, res) in enumerate(zip(cfgs, results)):
+            if lines:
+                print(run_line(i, len(cfgs), cfg, res, stored[i]), flush=True)
     else:
         results = []
         bar = None
-        if progress:
+        lines = progress and progress_lines()
+        if progress and not lines:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(cfgs), desc="runs")
-        for cfg in cfgs:
-            results.append(fit(cfg, store=store, data_root=data_root, download=download, progress=progress))
+        for i, cfg in enumerate(cfgs):
+            stored = lines and store is not None and store.get(cfg) is not None
+            results.append(fit(cfg, store=store, data_root=data_root, download=download,
+                               progress=progress and not lines))
+            if lines:
+                print(run_line(i, len(cfgs), cfg, results[-1], stored), flush=True)
             if bar is not None:
                 bar.update(1)
         if bar is not None:
@@ -85,6 +102,16 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
                      "seconds": res.get("train_seconds", math.nan), "data": res.get("data"),
                      "history": hist})
     return pd.concat([plan.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+
+
+def run_line(i: int, total: int, cfg, res: dict, stored: bool = False) -> str:
+    """One line for a finished run (what ``run_sweep`` prints instead of progress bars under the runner)."""
+    acc = _num(res.get("test_acc"))
+    what = (f"diverged at epoch {res.get('diverged_epoch')}" if res.get("status") == "diverged"
+            else f"{res.get('status')}, test acc {acc:.2f} %")
+    took = "from the store" if stored else f"{_num(res.get('train_seconds')):.0f} s"
+    return (f"run {i + 1}/{total} {cfg.model} n={cfg.n} B={cfg.batch_size} lr={cfg.lr:g} wd={cfg.weight_decay:g} "
+            f"seed={cfg.seed}: {what} ({took})")
 
 
 def _num(v) -> float:

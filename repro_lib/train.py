@@ -19,9 +19,11 @@ back-matching supplement through ``cfg.optimizer`` / ``cfg.schedule``):
 GPU fast path (issue 8; flags in ``RunConfig``, none changes the optimization): ``precision="bf16"`` autocasts the
 forward pass and loss to bfloat16 while weights, gradients, optimizer state and tracker stay fp32 (no pure-fp16
 weights, no loss scaling needed for bf16); ``channels_last`` and ``cudnn_benchmark`` (CUDA only) pick faster
-kernels for the same convolutions; ``compile`` wraps the forward in ``torch.compile``; ``cuda_graphs`` runs
-forward + backward of every full batch as one replayed CUDA graph (:class:`StaticStep`); evaluation every
-``cfg.eval_interval(...)`` epochs. Data and augmentation are device-resident; the optimizers use foreach math.
+kernels for the same convolutions; ``compile`` runs the forward of every full batch through ``torch.compile``
+with static shapes, the ragged last batch and evaluation eagerly (:class:`FastPath`, :class:`StaticStep`);
+``cuda_graphs`` runs forward + backward of every full batch as one replayed CUDA graph (:class:`StaticStep`);
+evaluation every ``cfg.eval_interval(...)`` epochs. Data and augmentation are device-resident; the optimizers use
+foreach math.
 
 No plotting here.
 """
@@ -104,8 +106,15 @@ def _finite_params(model) -> bool:
 
 class FastPath:
     """The fast-path flags of a ``RunConfig`` applied to one model on one device (shared by ``fit`` and
-    ``batched.fit_many``): ``prepare(model)`` returns the module to call for the forward pass (compiled or not;
-    parameters are shared with ``model``), ``inputs(x)`` lays out a batch, ``autocast()`` is the precision context."""
+    ``batched.fit_many``): ``prepare(model)`` returns the module to call for the forward pass of a full training
+    batch (compiled or not; parameters are shared with ``model``), ``inputs(x)`` lays out a batch, ``autocast()`` is
+    the precision context, ``static`` says whether training steps go through :class:`StaticStep`.
+
+    ``compile=True`` compiles with static shapes (``torch.compile(model, dynamic=False)``) for the full batch size
+    only: :class:`StaticStep` sends the ragged last batch of an epoch (``drop_last=False``) through the eager
+    ``model`` on the same parameters, and evaluation runs eagerly. One set of graphs is compiled at the first full
+    batch and reused for the whole run (no recompilation per epoch, no dynamic shapes: ghost BN's chunking is
+    Python control flow on the batch size, which symbolic shapes cannot decide)."""
 
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.cuda = device.type == "cuda"
@@ -114,11 +123,12 @@ class FastPath:
         self.channels_last = cfg.channels_last and self.cuda
         self.compile = cfg.compile
         self.graphs = cfg.cuda_graphs  # StaticStep; captured as a CUDA graph on CUDA, plain static buffers on CPU
+        self.static = self.graphs or self.compile  # training steps through StaticStep (full batches vs ragged)
         if self.cuda:
             torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
         if self.compile:
-            # every GhostBatchNorm instance shares one forward: channel counts, ranks (4-D maps, 2-D pooled
-            # features), train/eval and the ragged last batch each need their own graph -- more than dynamo's
+            # every GhostBatchNorm instance shares one forward: if dynamo splits the model at a graph break, channel
+            # counts and ranks (4-D maps, 2-D pooled features) each need their own graph -- more than dynamo's
             # default 8, after which it silently falls back to eager (measured on the H200: slower than eager)
             import torch._dynamo.config as dynamo_config
 
@@ -129,7 +139,7 @@ class FastPath:
     def prepare(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.channels_last:
             model.to(memory_format=torch.channels_last)
-        return torch.compile(model) if self.compile else model
+        return torch.compile(model, dynamic=False) if self.compile else model
 
     def inputs(self, x: torch.Tensor) -> torch.Tensor:
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
@@ -142,37 +152,45 @@ class FastPath:
 
 
 class StaticStep:
-    """Forward, loss and backward of one training batch with static shapes (``cuda_graphs=True``), shared by
-    ``fit`` and ``batched.fit_many``; the optimizer step stays eager (foreach math, LR from the schedule).
+    """Forward, loss and backward of one training batch with static shapes (``cuda_graphs=True`` or
+    ``compile=True``), shared by ``fit`` and ``batched.fit_many``; the optimizer step stays eager (foreach math, LR
+    from the schedule).
 
     ``loss_fn(x, y) -> (loss, stats)``: the scalar to differentiate and a tuple of detached tensors (per-batch
-    loss values, correct counts). Gradients come from ``torch.autograd.grad`` and are *copied* into persistent
+    loss values, correct counts), for a batch of the full size ``batch_size``; ``eager_loss_fn`` (default
+    ``loss_fn``): the same function through the eager model, for a batch of another size (the ragged last batch of
+    an epoch, ``drop_last=False``). Gradients come from ``torch.autograd.grad`` and are *copied* into persistent
     tensors ``grads`` that stay the parameters' ``.grad`` for the whole run (nothing sets them to None), so after
     every call ``.grad`` holds exactly what ``zero_grad(set_to_none=True); loss.backward()`` would leave.
 
-    A batch of the full size (``batch_size`` rows) is copied into static input buffers and, on CUDA, run by
-    replaying one CUDA graph (captured at the first full batch; PyTorch's "whole-network
+    ``capture=True`` (``cuda_graphs``): a batch of the full size is copied into static input buffers and, on CUDA,
+    run by replaying one CUDA graph (captured at the first full batch; PyTorch's "whole-network
     capture" recipe, torch.cuda.graphs). Before the capture, ``warm_up`` runs the step 3 times on a side stream
     (cuDNN autotuning, allocator) and then restores every module buffer (BN running statistics, batch counters) --
-    the warm-up takes no optimizer step, so the run continues exactly where it was. A batch of another size (the
-    ragged last batch of an epoch, ``drop_last=False``) runs eagerly through the same function. On CPU every
+    the warm-up takes no optimizer step, so the run continues exactly where it was. On CPU every
     batch runs eagerly through the static buffers: the same arithmetic, which is what the
     CPU tests compare against plain ``fit``.
 
+    ``capture=False`` (``compile``): a full batch runs ``loss_fn`` -- a forward compiled with static shapes
+    (``FastPath.prepare``), compiled once at the first full batch -- and any other batch ``eager_loss_fn``, so the
+    ragged batch neither recompiles nor makes shapes dynamic; on CPU and CUDA alike.
+
     Memory: the graph keeps one full step's activations in its private pool for the whole run, and the eager
     ragged batch allocates beside it, so the peak can exceed the eager loop's by up to that batch's activations
-    (``batched.member_bytes`` adds them when it sizes ``fit_many`` groups). Incompatible with ``compile=True``
-    (rejected by ``RunConfig``). Measured on an H200 (issue 8, ``benchmarks/results_h200_graphs.json``): a 50k-image epoch of the
-    width-64 ResNet-18 at B = 128 takes 2.23 s instead of 4.42 s eagerly (fp32); with deterministic cuDNN kernels the
-    graphed and the eager run are bit-identical (``benchmarks/check_graphs.py``,
+    (``batched.member_bytes`` adds them when it sizes ``fit_many`` groups). ``cuda_graphs`` is incompatible with
+    ``compile=True`` (rejected by ``RunConfig``). Measured on an H200 (``benchmarks/results_h200_graphs.json``): a
+    50k-image epoch of the width-64 ResNet-18 at B = 128 takes 2.23 s instead of 4.42 s eagerly (fp32); with
+    deterministic cuDNN kernels the graphed and the eager run are bit-identical (``benchmarks/check_graphs.py``,
     ``tests/test_fast_path.py::test_cuda_graph_capture_matches_eager_on_cuda``). On by default in the ``gpu`` and
     ``paper`` profiles (``experiments._FAST``)."""
 
     WARMUP = 3
 
     def __init__(self, loss_fn, params: list[torch.Tensor], buffers: list[torch.Tensor], batch_size: int,
-                 grads: list[torch.Tensor] | None = None):
+                 grads: list[torch.Tensor] | None = None, eager_loss_fn=None, capture: bool = True):
         self.loss_fn = loss_fn
+        self.eager_loss_fn = eager_loss_fn if eager_loss_fn is not None else loss_fn
+        self.capture = capture
         self.params = list(params)
         self.buffers = list(buffers)
         self.batch_size = batch_size
@@ -184,12 +202,13 @@ class StaticStep:
         self.stats = None
         self._stream = None
 
-    def _run(self, x: torch.Tensor, y: torch.Tensor):
-        loss, stats = self.loss_fn(x, y)
+    def _run(self, x: torch.Tensor, y: torch.Tensor, loss_fn=None):
+        loss, stats = (loss_fn or self.loss_fn)(x, y)
         grads = torch.autograd.grad(loss, self.params, allow_unused=True)
         if any(g is None for g in grads):
-            raise RuntimeError("cuda_graphs: a trainable parameter receives no gradient; the static step "
-                               "cannot reproduce torch.optim's skipping of such parameters (set cuda_graphs=False)")
+            raise RuntimeError("cuda_graphs/compile: a trainable parameter receives no gradient; the static step "
+                               "cannot reproduce torch.optim's skipping of such parameters (set cuda_graphs=False "
+                               "and compile=False)")
         with torch.no_grad():
             torch._foreach_copy_(self.grads, list(grads))
         return stats
@@ -215,6 +234,8 @@ class StaticStep:
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor):
         if x.shape[0] != self.batch_size:
+            return self._run(x, y, self.eager_loss_fn)
+        if not self.capture:
             return self._run(x, y)
         if self.x is None:
             self.x, self.y = torch.empty_like(x), torch.empty_like(y)
@@ -307,13 +328,17 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
             tracker.load_state_dict(state["tracker"])
             history, start_epoch = state["history"], state["epoch"]
 
-    def loss_fn(x, y):
-        with fast.autocast():
-            out = forward(fast.inputs(x))
-            loss = F.cross_entropy(out, y)  # autocast runs cross_entropy in fp32
-        return loss, (loss.detach(), (out.detach().argmax(1) == y).sum())
+    def loss_through(net):
+        def loss_fn(x, y):
+            with fast.autocast():
+                out = net(fast.inputs(x))
+                loss = F.cross_entropy(out, y)  # autocast runs cross_entropy in fp32
+            return loss, (loss.detach(), (out.detach().argmax(1) == y).sum())
+        return loss_fn
 
-    static = StaticStep(loss_fn, trainable(model), list(model.buffers()), cfg.batch_size) if fast.graphs else None
+    loss_fn = loss_through(model)  # eager: the ragged last batch under compile, and every batch without StaticStep
+    static = StaticStep(loss_through(forward), trainable(model), list(model.buffers()), cfg.batch_size,
+                        eager_loss_fn=loss_fn, capture=fast.graphs) if fast.static else None
     status, diverged_epoch = "finished", None
     bar = None
     if progress:
@@ -359,7 +384,7 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
         rec.update(tracker.end_epoch(lr=lr_epoch, n=len(train), batch_size=cfg.batch_size))
         rec["seconds"] = time.perf_counter() - t0
         if (epoch + 1) % eval_every == 0 or epoch + 1 == cfg.num_epochs:
-            rec.update(evaluate(forward, test_batches, fast))
+            rec.update(evaluate(model, test_batches, fast))  # eager: no eval-mode graphs to compile
         history.append(rec)
         if store is not None:
             store.log_epoch(cfg, rec)

@@ -398,7 +398,7 @@ def test_table1_plan():
     assert (first["scale_amended_sgd"].lr, first["scale_amended_sgd"].weight_decay) == (0.1, 5e-3)
     assert all(c.nesterov and c.momentum == 0.9 and not c.scale_invariant for c in plan.cfg)
     cpu = bm.table1_plan("cpu")
-    assert set(c.dataset for c in cpu.cfg) == {"cifar10-jpeg"} and set(cpu.paper_dataset) == {"cifar10"}
+    assert set(c.dataset for c in cpu.cfg) == {"cifar10"} and set(cpu.paper_dataset) == {"cifar10"}
     with pytest.raises(ValueError, match="bogus"):
         bm.table1_plan("cpu", bogus=1)
     with pytest.raises(ValueError, match="profile"):

@@ -59,7 +59,7 @@ def test_hash_is_stable_and_content_based():
     # round trip
     assert RunConfig.from_dict(a.to_dict()).hash == a.hash
     # a pinned value guards against accidental changes of the hashing rule (which would orphan stored results)
-    assert RunConfig().hash == "a052f29e77a8318b"
+    assert RunConfig().hash == "97589b47636d8de3"
 
 
 def test_bad_schedule_and_optimizer_options_fail_when_the_config_is_made():
@@ -86,3 +86,15 @@ def test_frozen_and_tuning_factor():
     assert c.tuning_factor == pytest.approx(50000 * 0.1 * 1e-4 / (128 * 0.1))
     with pytest.raises(TypeError):
         c.optimizer_kwargs["x"] = 1  # read-only mapping
+
+
+def test_results_version_enters_every_hash(monkeypatch):
+    """Bumping RESULTS_VERSION (a change of the training numerics) gives every config a new hash, so a store that
+    was not re-run no longer answers for the current code."""
+    from repro_lib import config
+
+    a = RunConfig(lr=0.3)
+    before = a.hash
+    monkeypatch.setattr(config, "RESULTS_VERSION", config.RESULTS_VERSION + 1)
+    assert a.hash != before
+    assert RunConfig(lr=0.3).hash == a.hash  # still a function of the config alone

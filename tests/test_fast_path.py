@@ -2,12 +2,12 @@
 
 ``channels_last`` and ``compile`` act on CUDA / any device; CPU kernels also accept channels_last tensors, so the
 layout logic of the stacked model (``batched._Stack``: 4-D weights as NHWC-strided views of one flat buffer) is
-checked here on CPU in float64 against the default layout.
+checked here on CPU in float64 against the default layout. ``compile=True`` (static-shape graphs for full batches,
+the ragged last batch eagerly) is tested in ``tests/test_compile.py``.
 """
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
@@ -36,7 +36,7 @@ def test_hash_flags():
         assert BASE.replace(**{k: v}).hash == h, k
     assert BASE.replace(precision="bf16").hash != h
     assert "precision" not in str(BASE.hash)  # (hash is hex) -- the fp32 dict is the pre-precision one:
-    assert RunConfig().hash == "a052f29e77a8318b"
+    assert RunConfig().hash == "97589b47636d8de3"
     for bad in (dict(precision="fp16"), dict(eval_every=-1), dict(checkpoint_every_s=-1.0),
                 dict(cuda_graphs=True, compile=True)):
         with pytest.raises(ValueError, match=next(iter(bad))):
@@ -150,22 +150,6 @@ def test_fit_many_compile_flag_is_shared_field():
     assert batched.group_configs([BASE, BASE.replace(seed=1, precision="bf16")]) == [[0], [1]]
 
 
-@pytest.mark.skipif(not (torch.cuda.is_available() or os.environ.get("REPRO_SLOW_TESTS")),
-                    reason="inductor compiles for ~150 s on 2 CPU cores; set REPRO_SLOW_TESTS=1 (passed here, 158 s)")
-def test_compile_matches_eager_cpu():
-    """compile=True trains the same run (CPU inductor): same loss to float32 rounding after one epoch."""
-    pytest.importorskip("torch._inductor")
-    cfg = BASE.replace(n=64, num_epochs=1, width=2)
-    try:
-        ref = train.fit(cfg, progress=False)
-        got = train.fit(cfg.replace(compile=True), progress=False)
-    except Exception as e:  # no C++ toolchain for inductor on this machine
-        pytest.skip(f"torch.compile unavailable here: {type(e).__name__}: {str(e)[:120]}")
-    a, b = ref["history"][-1]["train_loss"], got["history"][-1]["train_loss"]
-    assert abs(a - b) <= 1e-4 * abs(a)
-    assert copy.deepcopy(got["config"])["compile"] is True
-
-
 def test_memory_budget_grouping():
     """group_configs caps a group at budget // member_bytes (never below one run); member_bytes grows with B and
     width, and with cuda_graphs by the ragged last batch's activations; 'auto' is no limit on CPU."""
@@ -204,7 +188,6 @@ def test_gpu_profiles_use_the_fast_path():
     with pytest.raises(ValueError, match="cuda_graphs"):
         E.get("yun2022_table2").plan("gpu", compile=True, cuda_graphs=True)
     assert E.get("yun2022_table8").plan("gpu").attrs["max_members"] == 1
-    assert E.get("yun2022_table2").plan("cpu").attrs["max_members"] == 1
     assert E.estimate_gpu_hours(p) < E.estimate_gpu_hours(p, max_members=1)
     assert E.seconds_per_image(128) > E.seconds_per_image(512) > E.seconds_per_image(1024)
     assert E.seconds_per_image(64) > E.seconds_per_image(128)

@@ -40,6 +40,9 @@ def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out = run_notebook(path, "smoke", {}, results_dir=tmp_path / "results", progress=False)
     assert out.exists()
+    # everything the notebook writes goes to results/<profile>/<notebook name>/ (besides the shared run store)
+    assert (tmp_path / "results" / "smoke" / path.stem).is_dir()
+    assert {p.name for p in (tmp_path / "results" / "smoke").iterdir()} <= {path.name, path.stem}
 
 
 def test_failure_names_notebook_and_cell(tmp_path):

@@ -287,3 +287,123 @@ def test_sqlite_store_of_earlier_versions_is_imported(tmp_path):
     assert sorted((r["hash"], r["status"]) for r in store.runs()) == sorted(
         [(finished.hash, "finished"), (running.hash, "running")])
     assert store._import_sqlite() == 0  # unchanged since the import: nothing read again
+
+
+# ------------------------------------------------------------------ record format 2: compact history, provenance
+def _tracker_history(epochs=100, tensors=20, seed=0):
+    """Per-epoch dicts shaped like ``train.fit``'s (per-tensor dicts of the angular tracker), full float64 values,
+    NaN / inf / None / a diverged last epoch / ints / evaluation only every other epoch included."""
+    import random
+
+    rng = random.Random(seed)
+    names = [f"layer{i // 4}.{i % 4}.conv.weight" for i in range(tensors)]
+    walk = {}
+
+    def smooth(key, start):  # a slowly drifting series, as training metrics are
+        walk[key] = walk.get(key, start) * (1 + 0.02 * (rng.random() - 0.5))
+        return walk[key]
+
+    out = []
+    for e in range(1, epochs + 1):
+        row = {"epoch": e, "lr": 0.1 * 0.99 ** e, "train_loss": smooth("l", 2.0), "train_acc": smooth("a", 30.0),
+               "angular_update": smooth("u", 0.01), "weight_norm": smooth("w", 10.0),
+               "effective_lr": smooth("e", 1e-3), "effective_lr_epoch": smooth("E", 0.1), "seconds": rng.random(),
+               "angular_update_per_tensor": {n: smooth("u" + n, 0.01) for n in names},
+               "weight_norm_per_tensor": {n: smooth("w" + n, 1.0) for n in names}}
+        if e % 2 == 0:
+            row.update(test_loss=smooth("L", 2.0), test_acc=smooth("A", 30.0))
+        out.append(row)
+    out[3]["angular_update_per_tensor"][names[0]] = math.nan  # a zero tensor
+    out[4]["weight_norm_per_tensor"][names[1]] = math.inf
+    out[5]["exp_lr_log2_rescale"] = 3
+    out[6]["seconds"] = None
+    out[-1] = {"epoch": epochs, "lr": 0.1, "train_loss": math.nan, "train_acc": 10.0}  # diverged
+    return out
+
+
+def test_compact_history_reads_back_exactly_as_a_row_wise_record(tmp_path):
+    """Format 2 (column-wise history, float64 bit-exact) reads back exactly what a row-wise record gives: the same
+    list of per-epoch dicts, NaN as None, inf as "inf", keys sorted; the record on disk is about a fifth of the size."""
+    from repro_lib.store import _json, decode_history, encode_history
+
+    hist = _tracker_history()
+    row_wise = json.loads(_json(hist))  # what the row-wise store returned
+    assert decode_history(json.loads(_json(encode_history(hist), compact=True))) == row_wise
+    store = Store(tmp_path)
+    cfg = _cfgs()[0]
+    store.finish(cfg, {"status": "diverged", "test_acc": math.nan, "diverged_epoch": 100, "history": hist})
+    back = Store(tmp_path).history(cfg)
+    assert back == row_wise and [list(r) for r in back] == [sorted(r) for r in row_wise]
+    assert back[3]["angular_update_per_tensor"]["layer0.0.conv.weight"] is None
+    assert back[4]["weight_norm_per_tensor"]["layer0.1.conv.weight"] == "inf"
+    assert all(a["train_loss"].hex() == b["train_loss"].hex() for a, b in zip(back[:-1], hist[:-1]))
+    assert Store(tmp_path).get(cfg)["test_acc"] is None
+    rec = json.loads((tmp_path / "runs" / f"{cfg.hash}.json").read_text())
+    assert rec["format"] == 2 and set(rec["history"]) == {"epochs", "columns"}
+    size = (tmp_path / "runs" / f"{cfg.hash}.json").stat().st_size
+    assert size < len(_json({"history": hist})) / 4  # about 43 KB instead of 216 KB
+
+
+def test_running_epochs_file_is_compact_and_resumes(tmp_path):
+    """The epochs file of a running run is written column-wise too and read back by a new Store (resume)."""
+    cfg = _cfgs()[0]
+    hist = _tracker_history(epochs=8)[2:6]
+    for r in hist[:3]:
+        Store(tmp_path).log_epoch(cfg, r)
+    assert json.loads((tmp_path / "runs" / f"{cfg.hash}.epochs.json").read_text())["format"] == 2
+    Store(tmp_path).log_epoch(cfg, hist[3])
+    from repro_lib.store import _json
+
+    assert Store(tmp_path).history(cfg) == json.loads(_json(hist))
+
+
+def test_row_wise_records_of_earlier_versions_still_load(tmp_path):
+    """Records written before format 2 (row-wise history, no format / env / results_version keys, and hashes made
+    by the rules of their time) load as they are, as does an old epochs file, which logging then continues."""
+    from repro_lib.store import _json
+
+    finished, running = _cfgs()[:2]
+    hist = _tracker_history(epochs=8)[4:6]
+    runs_dir = tmp_path / "runs"
+    runs_dir.mkdir()
+    (runs_dir / "0123456789abcdef.json").write_text(_json({
+        "hash": "0123456789abcdef", "config": finished.to_dict(), "status": "finished",
+        "result": {"status": "finished", "test_acc": 12.5}, "history": hist, "finished": 1.0, "host": "h"}))
+    (runs_dir / f"{running.hash}.running.json").write_text(_json({
+        "hash": running.hash, "config": running.to_dict(), "status": "running", "started": 1.0, "updated": 1.0,
+        "host": "h"}))
+    (runs_dir / f"{running.hash}.epochs.json").write_text(json.dumps(json.loads(_json(hist[:1])), sort_keys=True))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store = Store(tmp_path)
+        assert store.history("0123456789abcdef") == json.loads(_json(hist))
+        assert sorted((r["hash"], r["status"], r.get("test_acc")) for r in store.runs()) == sorted(
+            [("0123456789abcdef", "finished", 12.5), (running.hash, "running", None)])
+        assert store.status(running) == "running" and store.history(running) == json.loads(_json(hist[:1]))
+        store.log_epoch(running, hist[1])
+        assert Store(tmp_path).history(running) == json.loads(_json(hist))
+    assert not (runs_dir / "corrupt").exists()
+
+
+def test_records_carry_provenance(tmp_path):
+    """Every final record and running file says what produced it: package and torch versions, the device the run
+    used, torch's thread count, and RESULTS_VERSION."""
+    import importlib.metadata
+
+    import torch
+
+    from repro_lib.config import RESULTS_VERSION
+
+    cfg = _cfgs()[0].replace(num_epochs=1)
+    store = Store(tmp_path)
+    store.start(cfg)
+    running = json.loads((tmp_path / "runs" / f"{cfg.hash}.running.json").read_text())
+    fit(cfg, store=store, progress=False)
+    done = json.loads((tmp_path / "runs" / f"{cfg.hash}.json").read_text())
+    for rec in (running, done):
+        assert rec["env"] == {"repro_lib": importlib.metadata.version("repro_lib"), "torch": torch.__version__,
+                              "device": "cpu", "num_threads": torch.get_num_threads()}
+        assert rec["results_version"] == RESULTS_VERSION
+    assert store.get(cfg)["status"] == "finished" and "env" not in store.runs()[0]

@@ -1,0 +1,189 @@
+"""Published results: ``reports/`` in the repository, and the README's "Results at a glance" made from it.
+
+Layout (the results directory of ``python -m repro_lib run --results-dir reports``)::
+
+    reports/runs/<hash>.json              the run store that produced every number (compact records, repro_lib.store)
+    reports/<profile>/<notebook>.ipynb    the executed notebook: every table, figure and verdict, readable on GitHub
+    reports/<profile>/<notebook>/         its tables (HTML, LaTeX, CSV), figures (PNG) and ``claims.json``
+
+A notebook states its claims with :func:`record_claims` (one row per claim: the paper's table or figure, the claim
+in words, the verdict computed from its runs, the peak tuning factor where it applies); :func:`summary` collects
+them into one Markdown row per claim, and :func:`readme_block` is what the README holds between its
+``<!-- results:begin -->`` / ``<!-- results:end -->`` markers (``tests/test_reports.py`` regenerates it from the
+committed store and fails if the README differs). :func:`stale_runs` lists the runs a published notebook would ask
+for today that the published store does not hold: a changed grid or a bumped ``config.RESULTS_VERSION`` shows up
+there until the notebook is run again.
+
+``make report`` re-renders every published notebook from the store without training (``-p collect True``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+#: columns of the results table, in order
+COLUMNS = ("paper", "item", "claim", "profile", "data", "seeds", "verdict", "peak tuning factor", "train min",
+           "notebook")
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def record_claims(out_dir: str | os.PathLike, rows: list[dict]) -> Path:
+    """Write the notebook's claims (``out_dir/claims.json``, atomically). Each row: ``paper``, ``item`` (e.g.
+    "Table 1 (a), N = 1000"), ``claim`` (in words), ``data`` (``report.dataset_label``), ``seeds``, ``verdict``
+    (computed from the runs, e.g. "best (margin +1.2, within the seed spread 1.5)"), optionally ``peak_tf`` (text),
+    ``train_minutes``."""
+    from .store import _write_atomic
+
+    required = ("paper", "item", "claim", "data", "seeds", "verdict")
+    for r in rows:
+        missing = [k for k in required if k not in r]
+        if missing:
+            raise ValueError(f"claims: row {r} lacks {missing}")
+    path = Path(out_dir) / "claims.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, json.dumps(rows, indent=1, sort_keys=True, default=_jsonable) + "\n")
+    return path
+
+
+def _jsonable(v):
+    if hasattr(v, "item"):  # numpy scalars
+        return v.item()
+    return str(v)
+
+
+def published_notebooks(reports: str | os.PathLike = "reports") -> list[Path]:
+    """Every executed notebook under ``reports/<profile>/``, sorted."""
+    root = Path(reports)
+    return sorted(p for p in root.glob("*/*.ipynb") if p.parent.name != "runs")
+
+
+def notebook_parameters(executed: str | os.PathLike) -> dict:
+    """The parameters an executed notebook ran with (papermill's record in its metadata)."""
+    nb = json.loads(Path(executed).read_text())
+    return dict(nb.get("metadata", {}).get("papermill", {}).get("parameters", {}))
+
+
+def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
+    """One dict per claim of every published notebook (``claims.json`` beside it), with the profile and the link
+    to the executed notebook (relative to the repository root); a published notebook without claims gets one row
+    that says so."""
+    root = Path(reports)
+    rows = []
+    for nb in published_notebooks(root):
+        profile = nb.parent.name
+        link = f"[{nb.stem}]({nb.as_posix()})"
+        claims_path = nb.parent / nb.stem / "claims.json"
+        claims = json.loads(claims_path.read_text()) if claims_path.exists() else []
+        if not claims:
+            rows.append({"paper": "", "item": nb.stem, "claim": "(no claim with a computed verdict)",
+                         "profile": profile, "data": "", "seeds": "", "verdict": "", "peak tuning factor": "",
+                         "train min": "", "notebook": link})
+        for c in claims:
+            minutes = c.get("train_minutes")
+            rows.append({"paper": c["paper"], "item": c["item"], "claim": c["claim"], "profile": profile,
+                         "data": c["data"], "seeds": str(c["seeds"]), "verdict": c["verdict"],
+                         "peak tuning factor": c.get("peak_tf", ""),
+                         "train min": "" if minutes is None or not math.isfinite(minutes) else f"{minutes:.0f}",
+                         "notebook": link})
+    return rows
+
+
+def summary(reports: str | os.PathLike = "reports") -> str:
+    """The results table in Markdown: one row per claim (:func:`summary_rows`)."""
+    rows = summary_rows(reports)
+    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    out = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    out += ["| " + " | ".join(esc(r[c]) for c in COLUMNS) + " |" for r in rows]
+    if not rows:
+        out.append("| " + " | ".join(["(nothing published yet)"] + [""] * (len(COLUMNS) - 1)) + " |")
+    return "\n".join(out)
+
+
+def readme_block(reports: str | os.PathLike = "reports") -> str:
+    """What the README holds between its results markers."""
+    return (f"{BEGIN}\n<!-- generated by `python -m repro_lib summary reports/`; do not edit by hand -->\n"
+            f"{summary(reports)}\n{END}")
+
+
+def update_readme(readme: str | os.PathLike = "README.md", reports: str | os.PathLike = "reports") -> bool:
+    """Replace the README's results block by :func:`readme_block`; True if the file changed."""
+    path = Path(readme)
+    text = path.read_text()
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{path}: no {BEGIN} ... {END} block to fill")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = head + readme_block(reports) + tail
+    if new != text:
+        path.write_text(new)
+    return new != text
+
+
+def readme_results(readme: str | os.PathLike = "README.md") -> str:
+    """The README's current results block (markers included)."""
+    text = Path(readme).read_text()
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{readme}: no {BEGIN} ... {END} block")
+    return BEGIN + text.split(BEGIN, 1)[1].split(END, 1)[0] + END
+
+
+def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
+    """``{executed notebook: [run hashes it would ask for today that reports/runs/ does not hold]}``, for every
+    published notebook with a registered grid (``cluster.NOTEBOOK_PLANS``), built with the parameters it was
+    executed with. Empty lists everywhere: the published store answers for the current code."""
+    from .cluster import NOTEBOOK_PLANS, notebook_plans
+
+    root = Path(reports)
+    out = {}
+    for nb in published_notebooks(root):
+        if nb.stem not in NOTEBOOK_PLANS:
+            continue
+        params = {k: v for k, v in notebook_parameters(nb).items() if k not in ("results_dir", "collect")}
+        profile = params.pop("profile", nb.parent.name)
+        hashes = [c.hash for plan in notebook_plans(nb, profile, params) for c in plan["cfg"]]
+        out[str(nb)] = [h for h in hashes if not (root / "runs" / f"{h}.json").exists()]
+    return out
+
+
+def rerender(reports: str | os.PathLike = "reports", names=None, log=print) -> list:
+    """Execute every published notebook again (``names``: only these stems) with the parameters it was published
+    with and ``collect=True``: every table, figure and verdict is drawn anew from ``reports/runs/`` and nothing
+    trains (a run the store lacks shows as "missing"). Returns the runner's outcomes (``notebook.Outcome``)."""
+    from .notebook import find_notebooks, run_notebooks
+
+    root = Path(reports)
+    outcomes = []
+    for nb in published_notebooks(root):
+        if names and nb.stem not in names:
+            continue
+        params = {k: v for k, v in notebook_parameters(nb).items() if k not in ("profile", "results_dir")}
+        params["collect"] = True
+        (source,) = find_notebooks([nb.stem])
+        outcomes += run_notebooks([source], nb.parent.name, [params], results_dir=root, log=log)
+    return outcomes
+
+
+def main(argv=None) -> int:
+    """``python -m repro_lib summary [REPORTS] [--readme README.md] [--check]``: print the results table; with
+    ``--readme``, write it into the README's block (``--check``: only say whether the README is current, exit 1
+    if not)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m repro_lib summary")
+    ap.add_argument("reports", nargs="?", default="reports")
+    ap.add_argument("--readme", default=None, help="fill this README's results block")
+    ap.add_argument("--check", action="store_true", help="with --readme: exit 1 if the block is not current")
+    args = ap.parse_args(argv)
+    if args.readme is None:
+        print(summary(args.reports))
+        return 0
+    if args.check:
+        current = readme_results(args.readme) == readme_block(args.reports)
+        print("README results are current" if current else f"{args.readme}: results block is out of date; run "
+              f"`python -m repro_lib summary {args.reports} --readme {args.readme}`")
+        return 0 if current else 1
+    changed = update_readme(args.readme, args.reports)
+    print(f"{args.readme}: {'updated' if changed else 'already current'}")
+    return 0

@@ -1,0 +1,121 @@
+"""The setup every Yun et al. 2022 table notebook shares, as a few calls (``yun2022_table1`` … ``yun2022_table9``).
+
+::
+
+    tables = YunTables("yun2022_tables3_4", ["yun2022_table3", "yun2022_table4"], profile=profile, seed=seed,
+                       results_dir=results_dir, device=device, dataset=dataset, num_epochs=num_epochs,
+                       precision=precision, cuda_graphs=cuda_graphs)
+    plans, out_dir = tables.plans, tables.out_dir   # {table name: plan}, <results_dir>/<profile>/<notebook>/
+    tables.summary()                                # runs, model, data, sizes and GPU-hour estimates per table
+    results = tables.run(data_root=data_root, download=download, collect=collect)   # {table name: results}
+
+:func:`plans` is the grid a notebook trains for its parameters (``python -m repro_lib sweep`` builds the same
+one, so the store keys agree).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def plans(names, profile: str, seed: int = 0, device: str = "auto", dataset: str = "", num_epochs: int = 0,
+          precision: str = "", cuda_graphs: bool = False) -> dict[str, pd.DataFrame]:
+    """``{name: experiments.get(name).plan(...)}`` for the notebook's parameters: the profile's seeds each offset
+    by ``seed``; ``dataset``, ``num_epochs``, ``precision``, ``cuda_graphs`` override the profile only when set
+    (``""``, 0, False: the profile's), so at their defaults every config, and hence every store key, is the
+    profile's own."""
+    from . import experiments
+
+    overrides = {k: v for k, v in dict(dataset=dataset, num_epochs=num_epochs, precision=precision,
+                                       cuda_graphs=cuda_graphs).items() if v}
+    out = {}
+    for name in names:
+        exp = experiments.get(name)
+        out[name] = exp.plan(profile, seeds=[seed + s for s in exp.profiles[profile].seeds], device=device,
+                             **overrides)
+    return out
+
+
+class YunTables:
+    """One Yun et al. notebook's tables: their plans, the output folder ``<results_dir>/<profile>/<notebook>/``
+    (created), a printed summary, and the sweep. A bad parameter is a ``ValueError`` naming it, raised here."""
+
+    def __init__(self, notebook: str, names, profile: str, seed: int = 0, results_dir="results",
+                 device: str = "auto", dataset: str = "", num_epochs: int = 0, precision: str = "",
+                 cuda_graphs: bool = False):
+        self.notebook, self.names, self.profile, self.results_dir = notebook, list(names), profile, results_dir
+        self.plans = plans(self.names, profile, seed=seed, device=device, dataset=dataset, num_epochs=num_epochs,
+                           precision=precision, cuda_graphs=cuda_graphs)
+        self.out_dir = Path(results_dir) / profile / notebook
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._found: dict[str, pd.DataFrame] = {}
+        self._claims: list[dict] = []
+
+    def summary(self) -> None:
+        """Print per table: runs, model, data (SYNTHETIC when it is), width, epochs, N, B, and the GPU-hour
+        estimates of this profile and of the gpu and paper profiles."""
+        from . import experiments
+
+        for name, plan in self.plans.items():
+            cfg0 = plan.cfg.iloc[0]
+            print(f"{name}: {len(plan)} runs, {cfg0.model} (scale_invariant={cfg0.scale_invariant}), "
+                  f"dataset={cfg0.dataset}{' (SYNTHETIC)' if cfg0.synthetic else ''}, width={cfg0.width}, "
+                  f"epochs={cfg0.num_epochs}, N={sorted(int(v) for v in plan.n.unique())}, "
+                  f"B={sorted(int(v) for v in plan.batch_size.unique())}")
+            gpu_h = {p: experiments.estimate_gpu_hours(experiments.get(name).plan(p)) for p in ("gpu", "paper")}
+            print(f"  estimated GPU-hours (measured H200 rates, README: Throughput): this profile "
+                  f"{experiments.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}")
+
+    def run(self, data_root: str = "", download: bool = False, collect: bool = False,
+            runs_csv: str = "{name}_runs.csv") -> dict[str, pd.DataFrame]:
+        """Check the data (``repro_lib.data.require_for``: one message if it is missing), then train every table's
+        plan through ``sweep.run_sweep`` into the store under ``results_dir`` (finished runs are read back; gpu/paper:
+        cells sharing N and B train together as one stacked model, the profile's ``max_members``), print each
+        table's status counts and train time, write ``runs_csv`` (per table) into the output folder. ``collect``:
+        train nothing, read a cluster sweep's runs (absent ones: status "missing"). Returns ``{name: results}``."""
+        from . import data, experiments, sweep
+        from .store import Store
+
+        if not collect:
+            data.require_for([c for plan in self.plans.values() for c in plan.cfg], data_root or None, download)
+        results = {}
+        for name, plan in self.plans.items():
+            r = sweep.run_sweep(plan, Store(self.results_dir), data_root=data_root or None, download=download,
+                                progress=self.profile != "smoke",
+                                max_members=experiments.get(name).profiles[self.profile].max_members,
+                                collect=collect)
+            print(name, r.status.value_counts().to_dict(), f"train time {r.seconds.sum():.0f} s")
+            r.drop(columns=["cfg", "history"]).to_csv(self.out_dir / runs_csv.format(name=name), index=False)
+            results[name] = r
+        return results
+
+    # ------------------------------------------------------------------------------------------- findings
+    def findings(self, results: pd.DataFrame, name: str, col: str, claim: str, item: str) -> pd.DataFrame:
+        """What the runs say about ``claim`` for table ``name`` (``report.findings``: per column the verdict, the
+        yellow cell's margin to the best other cell against the seed spread, the peak tuning factor of a quadratic
+        fit with its bootstrap interval), shown in words and as a table; also recorded as the notebook's claims
+        (``<out_dir>/claims.json``, read by ``python -m repro_lib summary``). Returns the findings table."""
+        from IPython.display import Markdown, display
+
+        from . import paper, publish, report
+
+        found = report.findings(results, col=col, yellow_tf=paper.yellow_factor(name))
+        self._found[name] = found
+        data = report.dataset_label(results)
+        self._claims = [c for c in self._claims if not c["item"].startswith(item)]
+        self._claims += report.claim_rows(found, paper="Yun et al. 2022", item=item, claim=claim, data=data,
+                                          col=col, results=results)
+        publish.record_claims(self.out_dir, self._claims)
+        display(Markdown(f"**{item}** ({data}):\n\n" + report.say_findings(found, col=col)))
+        shown = ["subtable", col, "cells", "seeds", "verdict", "yellow_mean", "yellow_sd", "best_other",
+                 "best_other_tf", "margin", "spread", "decided", "peak_tf", "peak_lo", "peak_hi", "yellow_tf",
+                 "missing"]
+        return found[[c for c in shown if c in found]]
+
+    def verdict(self) -> str:
+        """The notebook's one-line verdict over every table shown with :meth:`findings` (the cell tagged
+        ``verdict``, read by the runner's end table)."""
+        from . import report
+
+        return "; ".join(f"{name.replace('yun2022_', '')}: {report.verdict_line(f)}" for name, f in self._found.items())

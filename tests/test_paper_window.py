@@ -1,0 +1,176 @@
+"""``benchmarks/paper_window.py`` at smoke size on the CPU: a call whose budget cannot finish its queue stops between
+epochs with every member checkpointed, and its output brings the checkpoints back; the next call, on a fresh copy
+of the store rebuilt from that output, resumes them and finishes the queue; a third call finds nothing to do.
+Also the carried data file: the images a run sees through it are the images the JPEG folder gives."""
+from __future__ import annotations
+
+import shutil
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import paper_window as pw  # noqa: E402
+import paper_window_data as pwd  # noqa: E402
+
+from repro_lib import data as data_mod  # noqa: E402
+from repro_lib import train  # noqa: E402
+from repro_lib.store import Store  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: tiny tensors
+
+EPOCHS = 5
+SEED_ARGS = ["--seeds", "0"]
+QUEUE_ARGS = ["--tiny", "--epochs", str(EPOCHS), "--max-runs", "4", "--max-members", "2", *SEED_ARGS]
+
+
+def _jpeg_folder(root: Path, per_class_train: int = 8, per_class_test: int = 2) -> Path:
+    """A tiny ``cifar10-jpeg`` folder: 10 classes of random 32x32 JPEGs."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split, k in (("train", per_class_train), ("test", per_class_test)):
+        for c in range(10):
+            d = root / "cifar10-jpeg" / split / f"class{c}"
+            d.mkdir(parents=True)
+            for i in range(k):
+                Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(d / f"{i:03d}.jpg")
+    return root
+
+
+def _untar(archive: Path, dest: Path) -> list[str]:
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        tar.extractall(dest)
+    return names
+
+
+@pytest.fixture(scope="module")
+def carried(tmp_path_factory):
+    base = tmp_path_factory.mktemp("pw_data")
+    src = _jpeg_folder(base / "src")
+    info = pwd.main(["--data-root", str(src), "--out", str(base / "gpu_data" / pw.DATA_FILE), "--tiny", *SEED_ARGS])
+    return src, base / "gpu_data", info
+
+
+def test_carried_file_gives_the_folder_images(carried, tmp_path, monkeypatch):
+    src, gpu_data, info = carried
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
+    cfgs = [c for it in pw.build_queue((0,), tiny=True) for c in it.cfgs]
+    pairs = pw.pairs_of(cfgs)
+    assert [tuple(p) for p in info["pairs"]] == pairs == [(31, 0), (62, 0)]
+    ref_train = data_mod.load_split(pw.DATASET, "train", src)
+    ref_test = data_mod.load_split(pw.DATASET, "test", src)
+    assert info["train_total"] == 80 and info["train_rows"] < 80  # rows never drawn are not carried
+    with pw.window_data(str(gpu_data), pairs) as (root, desc):
+        assert desc["drawn_rows"] == desc["train_rows"] == info["train_rows"]
+        for c in cfgs:
+            tr, te = train.load_data(c, root)
+            i = data_mod.balanced_subset(ref_train.y, c.n, c.seed)
+            assert torch.equal(tr.x, ref_train.x[i]) and torch.equal(tr.y, ref_train.y[i])
+            assert torch.equal(te.x, ref_test.x) and torch.equal(te.y, ref_test.y)
+    with pytest.raises(ValueError, match="does not carry"):  # a seed the file was not built for
+        with pw.window_data(str(gpu_data), [(31, 5)]):
+            pass
+
+
+def test_window_stops_resumes_and_skips(carried, tmp_path, monkeypatch):
+    _, gpu_data, _ = carried
+    real_log = pw.WindowStore.log_epoch
+
+    def slow_log(self, cfg, metrics):
+        time.sleep(0.6)
+        real_log(self, cfg, metrics)
+
+    local = tmp_path / "local"  # the checkout's store: what the calls' outputs are unpacked into
+    local.mkdir()
+
+    def call(k: int, budget: float) -> tuple[dict, Path, Path]:
+        device_store = tmp_path / f"device{k}"  # each call sees a fresh copy of the checkout's store
+        shutil.copytree(local, device_store)
+        out = tmp_path / f"out{k}"
+        log = pw.main([*QUEUE_ARGS, "--budget-s", str(budget), "--reserve-s", "0", "--store", str(device_store),
+                       "--out", str(out), "--data-root", str(gpu_data)])
+        for name in ("records.tar.gz", "checkpoints.tar.gz"):
+            if (out / name).exists():
+                _untar(out / name, local)
+        return log, out, device_store
+
+    # 1: too short for the first group: it stops between epochs, every member checkpointed, checkpoints carried.
+    # Every epoch of a run takes at least 0.6 s here, so a group of 2 needs more than 5 epochs x 1.2 s: longer than
+    # the budget on any machine
+    with monkeypatch.context() as m:
+        m.setattr(pw.WindowStore, "log_epoch", slow_log)
+        log1, out1, dev1 = call(1, 5.0)
+    assert (out1 / "window.json").is_file() and not (out1 / "records.tar.gz").exists()
+    assert log1["stopped"].startswith("budget") and log1["groups"][0]["status"] == "budget"
+    cut = {c["hash"]: c["epoch"] for c in log1["cut"]}
+    assert len(cut) == 2 and all(1 <= e < EPOCHS for e in cut.values())
+    assert log1["checkpoints"]["carried"] and (out1 / "checkpoints.tar.gz").is_file()
+    for h, e in cut.items():
+        assert torch.load(dev1 / "checkpoints" / f"{h}.pt", weights_only=False)["epoch"] == e
+        assert (local / "checkpoints" / f"{h}.pt").is_file()  # unpacked from the output
+
+    # 2: resumes the cut group from its checkpoints, then trains the second group; brings back four records
+    log2, out2, _ = call(2, 300.0)
+    assert log2["stopped"] == "queue finished"
+    first = log2["groups"][0]
+    assert {r["hash"] for r in first["runs"]} == set(cut) and first["start_epoch"] == min(cut.values())
+    assert [g["status"] for g in log2["groups"]] == ["finished", "finished"]
+    names = _untar(out2 / "records.tar.gz", tmp_path / "records2")
+    assert len(names) == 4 and all(n.startswith("runs/") and n.endswith(".json") for n in names)
+    assert log2["checkpoints"]["runs"] == [] and not (out2 / "checkpoints.tar.gz").exists()
+    store = Store(local)
+    queue = [c for it in pw.build_queue((0,), tiny=True, epochs=EPOCHS, max_runs=4) for c in it.cfgs]
+    for c in queue:
+        assert store.get(c) is not None
+        assert [h["epoch"] for h in store.history(c)] == list(range(1, EPOCHS + 1))
+    removed = pw.main([*QUEUE_ARGS, "--tidy", "--store", str(local)])["removed"]  # the unpacked checkpoints
+    assert len(removed) >= 2 and not any((local / "checkpoints").glob("*.pt"))
+
+    # 3: nothing left to do
+    log3, out3, _ = call(3, 300.0)
+    assert log3["groups"] == [] and log3["stopped"] == "queue finished"
+    assert sum(q["finished_before"] for q in log3["queue"]) == 4 and not (out3 / "records.tar.gz").exists()
+
+
+def test_plan_only_lists_the_queue(capsys):
+    pw.main(["--plan-only", "--store", ""])
+    out = capsys.readouterr().out
+    for label, runs in (("table1 (a) N=3125", 21), ("table1 (b)+(c) N=3125", 36), ("table1 (a) N=6250", 21),
+                        ("table2 (a)-(c) N=3125", 57)):
+        line = next(x for x in out.splitlines() if x.startswith(label))
+        assert int(line[len(label):].split()[0]) == runs
+
+
+def test_group_too_long_for_the_budget_shrinks(carried, tmp_path, monkeypatch):
+    """Checkpoints too large to bring back (as the paper's network's): a group checks its projection after the probe
+    epochs and, as it would overrun, stops with every member checkpointed; the log says the runs restart."""
+    _, gpu_data, _ = carried
+    monkeypatch.setattr(pw, "OUT_FILE_LIMIT", 1024)
+    real_log = pw.WindowStore.log_epoch
+
+    def slow_log(self, cfg, metrics):
+        time.sleep(0.25)  # a group of 2 needs more than 12 epochs x 0.5 s: the whole budget
+        real_log(self, cfg, metrics)
+
+    monkeypatch.setattr(pw.WindowStore, "log_epoch", slow_log)
+    store, out = tmp_path / "store", tmp_path / "out"
+    log = pw.main(["--tiny", "--epochs", "12", "--max-runs", "2", "--max-members", "2", *SEED_ARGS,
+                   "--budget-s", "6", "--reserve-s", "0", "--probe-epochs", "1", "--store", str(store),
+                   "--out", str(out), "--data-root", str(gpu_data)])
+    first = log["groups"][0]  # predicted from the GPU rates to fit; measured after epoch 2 not to
+    assert first["members"] == 2 and first["status"] == "shrink" and first["end_epoch"] == 2
+    finished = {r["hash"] for r in log["finished"]}  # the members that fit in the time left went on
+    assert len(finished) < 2 and all(g["members"] == 1 for g in log["groups"][1:])
+    assert all(torch.load(store / "checkpoints" / f"{r['hash']}.pt", weights_only=False)["epoch"] >= 2
+               for r in first["runs"] if r["hash"] not in finished)
+    assert not log["checkpoints"]["carried"] and "restart" in log["checkpoints"]["note"]
+    assert not (out / "checkpoints.tar.gz").exists() and (out / "window.json").is_file()

@@ -1,0 +1,101 @@
+"""Published results (``reports/``): the README's results table is generated from the committed store, every
+published notebook's runs are in that store under the current code (a grid change or a RESULTS_VERSION bump
+without a re-run fails here), and a published notebook re-renders from the store without training."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from repro_lib import publish
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "reports"
+
+
+def test_readme_results_table_is_generated_from_the_committed_store(monkeypatch):
+    monkeypatch.chdir(ROOT)  # links in the table are relative to the repository root
+    assert publish.readme_results("README.md") == publish.readme_block("reports"), (
+        "README results block is out of date: run `python -m repro_lib summary reports --readme README.md`")
+
+
+def test_every_published_notebook_has_its_runs_in_the_store():
+    stale = {nb: hashes for nb, hashes in publish.stale_runs(REPORTS).items() if hashes}
+    assert not stale, ("published notebooks whose current runs are not in reports/runs (re-run them or remove "
+                       f"them): { {k: len(v) for k, v in stale.items()} }")
+
+
+def test_published_records_carry_their_provenance():
+    for p in sorted((REPORTS / "runs").glob("*.json")):
+        if "." in p.name[:-len(".json")]:
+            continue
+        rec = json.loads(p.read_text())
+        assert {"repro_lib", "torch", "device", "num_threads"} <= set(rec["env"]), p.name
+        assert "results_version" in rec, p.name
+
+
+def test_reports_stay_small():
+    size = sum(p.stat().st_size for p in REPORTS.rglob("*") if p.is_file()) if REPORTS.exists() else 0
+    assert size < 30 * 2**20, f"reports/ is {size / 2**20:.1f} MiB"
+
+
+def _fake_reports(tmp_path):
+    root = tmp_path / "reports"
+    (root / "cpu" / "nb1").mkdir(parents=True)
+    (root / "cpu" / "nb1.ipynb").write_text(json.dumps({"cells": [], "metadata": {}}))
+    (root / "cpu" / "nb2.ipynb").write_text(json.dumps({"cells": [], "metadata": {}}))
+    publish.record_claims(root / "cpu" / "nb1", [
+        {"paper": "Yun et al. 2022", "item": "Table 1 (a), N = 1000", "claim": "yellow best | second",
+         "data": "CIFAR-10", "seeds": 3, "verdict": "best", "peak_tf": "0.071 [0.06, 0.08]", "train_minutes": 12.4}])
+    return root
+
+
+def test_summary_one_row_per_claim_and_a_row_for_a_notebook_without_claims(tmp_path):
+    root = _fake_reports(tmp_path)
+    text = publish.summary(root)
+    lines = text.splitlines()
+    assert lines[0].startswith("| paper | item | claim")
+    assert len(lines) == 4
+    assert "yellow best \\| second" in lines[2] and "| 12 |" in lines[2] and "nb1.ipynb" in lines[2]
+    assert "no claim with a computed verdict" in lines[3]
+
+
+def test_readme_block_round_trip(tmp_path):
+    root = _fake_reports(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{publish.BEGIN}\nold\n{publish.END}\n\ntail\n")
+    assert publish.main([str(root), "--readme", str(readme), "--check"]) == 1
+    assert publish.main([str(root), "--readme", str(readme)]) == 0
+    assert publish.main([str(root), "--readme", str(readme), "--check"]) == 0
+    assert readme.read_text().endswith("\n\ntail\n") and "Table 1 (a)" in readme.read_text()
+
+
+def test_claims_rows_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="lacks"):
+        publish.record_claims(tmp_path, [{"paper": "x"}])
+
+
+def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path):
+    """Publish Table 1 in smoke (trains), then re-render it the way `make report` does (collect=True): the same
+    runs, none missing, no record written or checkpoint made, the claims and the verdict are back."""
+    from repro_lib.notebook import find_notebooks, read_verdict, run_notebook
+
+    reports = tmp_path / "reports"
+    (nb,) = find_notebooks(["yun2022_table1"])
+    run_notebook(nb, "smoke", {}, results_dir=reports, progress=False)
+    runs = reports / "runs"
+    before = {p.name: p.stat().st_mtime_ns for p in runs.glob("*.json")}
+    assert before and publish.stale_runs(reports) == {str(reports / "smoke" / "yun2022_table1.ipynb"): []}
+    (reports / "smoke" / "yun2022_table1" / "claims.json").unlink()  # must come back from the store alone
+    outcomes = publish.rerender(reports, log=lambda *a, **k: None)
+    assert [o.status for o in outcomes] == ["ok"]
+    assert {p.name: p.stat().st_mtime_ns for p in runs.glob("*.json")} == before  # nothing trained or rewritten
+    assert not list((reports / "checkpoints").glob("*"))
+    import pandas as pd
+
+    csv = pd.read_csv(reports / "smoke" / "yun2022_table1" / "runs.csv")
+    assert (csv.status == "finished").all() and len(csv) == len(before)
+    assert publish.notebook_parameters(reports / "smoke" / "yun2022_table1.ipynb")["collect"] is True
+    assert read_verdict(reports / "smoke" / "yun2022_table1.ipynb").startswith("table1: yellow cell:")
+    rows = publish.summary_rows(reports)
+    assert rows and all(r["profile"] == "smoke" and r["data"] == "synthetic images (pipeline check)" for r in rows)

@@ -130,9 +130,19 @@ def readme_results(readme: str | os.PathLike = "README.md") -> str:
 
 
 def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
-    """``{executed notebook: [run hashes it would ask for today that reports/runs/ does not hold]}``, for every
-    published notebook with a registered grid (``cluster.NOTEBOOK_PLANS``), built with the parameters it was
-    executed with. Empty lists everywhere: the published store answers for the current code."""
+    """``{executed notebook: [run hashes]}`` of what makes a published notebook stale, for every published notebook
+    with a registered grid (``cluster.NOTEBOOK_PLANS``), built with the parameters it was executed with:
+
+    * a run the notebook would ask for today that it did not ask for when it was published (its ``*.csv`` files
+      name the hashes of the runs it showed, ``sweep.run_sweep``'s ``hash`` column): a changed grid or a bumped
+      ``config.RESULTS_VERSION``;
+    * a run it showed as finished or diverged whose record is not in ``reports/runs/``.
+
+    A run the published notebook itself shows as "missing" (a grid still accumulating) is not stale. A notebook
+    whose files name no hashes is held to every run of its grid. Empty lists everywhere: the published notebooks
+    and their store agree with the current code."""
+    import pandas as pd
+
     from .cluster import NOTEBOOK_PLANS, notebook_plans
 
     root = Path(reports)
@@ -142,8 +152,16 @@ def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
             continue
         params = {k: v for k, v in notebook_parameters(nb).items() if k not in ("results_dir", "collect")}
         profile = params.pop("profile", nb.parent.name)
-        hashes = [c.hash for plan in notebook_plans(nb, profile, params) for c in plan["cfg"]]
-        out[str(nb)] = [h for h in hashes if not (root / "runs" / f"{h}.json").exists()]
+        current = [c.hash for plan in notebook_plans(nb, profile, params) for c in plan["cfg"]]
+        shown = pd.concat([df for f in sorted((nb.parent / nb.stem).glob("*.csv"))
+                           for df in [pd.read_csv(f)] if "hash" in df and "status" in df] or [pd.DataFrame()])
+        have = lambda h: (root / "runs" / f"{h}.json").exists()  # noqa: E731
+        if shown.empty:
+            out[str(nb)] = [h for h in current if not have(h)]
+            continue
+        published = set(shown["hash"])
+        done = set(shown.loc[shown["status"].isin(["finished", "diverged"]), "hash"])
+        out[str(nb)] = [h for h in current if h not in published] + sorted(h for h in done if not have(h))
     return out
 
 

@@ -176,6 +176,14 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
     return ax
 
 
+def _cfgs_of(results: pd.DataFrame, g: pd.DataFrame, sub) -> list:
+    """The configs of ``results``' sub-table ``sub`` (for the caption's data label); [] without a ``cfg`` column."""
+    if "cfg" not in results:
+        return []
+    rows = results if "subtable" not in results else results[results["subtable"].astype(str) == str(sub)]
+    return list(rows["cfg"]) or list(results["cfg"])
+
+
 def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | None = None, name: str = "table",
                  value: str = "test_acc", row_keys: tuple = ("lr", "weight_decay")) -> tuple[str, pd.DataFrame]:
     """Our grid beside the paper's for every sub-table of a swept paper table.
@@ -198,7 +206,8 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
         ours, ymask = pivot_cells(g, value, col=col, row_keys=row_keys)
         theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=paper_rows)
         label = f"({sub})" if isinstance(sub, str) and sub else ""
-        s_ours = style_grid(ours, ymask, caption=f"ours {label}")
+        data = f" — {dataset_label(g_cfgs)}" if (g_cfgs := _cfgs_of(results, g, sub)) else ""
+        s_ours = style_grid(ours, ymask, caption=f"ours {label}{data}")
         s_paper = style_grid(theirs, ymask_p, caption=f"paper {label}")
         v_ours, v_paper = verdict(ours, ymask), verdict(theirs, ymask_p)
         miss = ours.attrs.get("missing", {})

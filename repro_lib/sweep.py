@@ -35,7 +35,8 @@ def _missing_result() -> dict:
 def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = False,
               progress: bool = True, max_members: int | None = None, collect: bool = False) -> pd.DataFrame:
     """Train every ``plan.cfg`` (skipping finished runs in ``store``) and return plan + result columns
-    ``status, diverged_epoch, test_acc, train_loss, angular_update_last, seconds, data, history``.
+    ``hash`` (the run's store key), ``status, diverged_epoch, test_acc, train_loss, angular_update_last, seconds, data,
+    history``.
 
     ``store``: a ``store.Store``, a results directory (opened as one) or None (nothing stored).
     ``max_members`` (default: ``plan.attrs["max_members"]``, which ``Experiment.plan`` sets from the profile --
@@ -93,10 +94,10 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
         if bar is not None:
             bar.close()
     rows = []
-    for res in results:
+    for cfg, res in zip(cfgs, results):
         hist = res.get("history", [])
         ang = [h["angular_update"] for h in hist if "angular_update" in h]
-        rows.append({"status": res["status"], "diverged_epoch": res["diverged_epoch"],
+        rows.append({"hash": cfg.hash, "status": res["status"], "diverged_epoch": res["diverged_epoch"],
                      "test_acc": _num(res["test_acc"]), "train_loss": _num(res["train_loss"]),
                      "angular_update_last": ang[-1] if ang else math.nan,
                      "seconds": res.get("train_seconds", math.nan), "data": res.get("data"),

@@ -119,3 +119,10 @@ class YunTables:
         from . import report
 
         return "; ".join(f"{name.replace('yun2022_', '')}: {report.verdict_line(f)}" for name, f in self._found.items())
+
+    @property
+    def data_label(self) -> str:
+        """What the notebook's runs train on, for figure titles (``report.dataset_label``: a stand-in says so)."""
+        from . import report
+
+        return report.dataset_label([c for plan in self.plans.values() for c in plan.cfg])

@@ -9,7 +9,7 @@ batch (``drop_last=False``) and evaluation the eager model on the same parameter
 Inductor compiles C++ kernels for every graph (about 15-30 s per model on 2 CPU cores), so these tests train a
 tiny scale-invariant CNN of the package's own layers (two convolutions, ghost BN on 4-D maps and on the pooled 2-D
 features, a fixed classifier) with ghost batches small enough that both the full and the ragged batch are split
-into chunks. ``REPRO_SLOW_TESTS=1`` adds the scale-invariant ResNet-18 (about 75 s of compilation).
+into chunks. ``REPRO_SLOW_TESTS=1`` adds the scale-invariant ResNet-18 (2-3 min of compilation).
 """
 from __future__ import annotations
 
@@ -33,15 +33,15 @@ pytestmark = pytest.mark.usefixtures("one_thread", "tiny_model", "fresh_dynamo")
 SLOW = bool(os.environ.get("REPRO_SLOW_TESTS"))
 # N = 2 B + 20: two full batches of 4 ghost batches each and a ragged batch of 20 split as [16, 4] (ghost BN's
 # chunking on a batch size that differs from B: what broke dynamic shapes); n_test = 40 in eval batches of 32 + 8
-# (a function: RunConfig validates the model name, and the tiny model is registered by a fixture)
 FIELDS = dict(model="tiny_ghost_cnn", scale_invariant=True, width=4, dataset="cifar10", synthetic=True, n=148,
               n_test=40, batch_size=64, num_epochs=3, ghost_batch=16, lr=0.05, weight_decay=5e-4, momentum=0.9,
               schedule="constant", checkpoint_every_s=3600.0, device="cpu", profile="smoke")
+EVAL_BATCH = 32
 
 
 def _cfg(**kw) -> RunConfig:
+    """A config of ``FIELDS`` (built inside a test: RunConfig checks the model name, registered by a fixture)."""
     return RunConfig(**{**FIELDS, **kw})
-EVAL_BATCH = 32
 
 
 def tiny_ghost_cnn(num_classes: int, scale_invariant: bool = True, width: int = 4, ghost_batch: int = 64, **kw):
@@ -119,7 +119,7 @@ def _assert_close_histories(ha, hb, rtol):
     assert ha[-1]["train_loss"] < ha[0]["train_loss"]  # it did train
 
 
-def _batch(cfg, rows, seed=0):
+def _batch(rows, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(rows, 3, 32, 32, generator=g), torch.randint(0, 10, (rows,), generator=g)
 
@@ -145,7 +145,7 @@ def test_compiled_step_gradients_match_eager():
                             eager_loss_fn=loss_through(net), capture=False)
     assert ghost_chunk_sizes(20, cfg.ghost_batch) == [16, 4]
     for rows, tol in ((cfg.batch_size, 1e-5), (20, 0.0), (cfg.batch_size, 1e-5)):
-        x, y = _batch(cfg, rows, seed=rows)
+        x, y = _batch(rows, seed=rows)
         (loss,) = step(x, y)
         ref_loss = F.cross_entropy(ref(x), y)
         for p in ref.parameters():
@@ -184,7 +184,7 @@ def test_compiled_stack_gradients_match_eager():
     steps = [s.static_step(loss_through(s, s.forward), 64, eager_loss_fn=loss_through(s, s.net), capture=False)
              for s in stacks]
     for rows, tol in ((64, 1e-5), (20, 0.0)):
-        x, _ = _batch(cfgs[0], rows, seed=rows)
+        x, _ = _batch(rows, seed=rows)
         x = x.repeat(1, 3, 1, 1)
         y = torch.randint(0, 10, (rows, 3), generator=torch.Generator().manual_seed(rows))
         (la,), (lb,) = (st(x, y) for st in steps)
@@ -222,7 +222,10 @@ def test_fit_compile_matches_eager(model, device, deterministic):
     got = train.fit(cfg.replace(compile=True), store=store, progress=False, eval_batch_size=EVAL_BATCH)
     assert got["status"] == "finished" and got["config"]["compile"] is True
     _assert_compiled_once(store, cfg.num_epochs)
-    _assert_close_histories(ref["history"], got["history"], rtol=1e-4 if device == "cpu" else 1e-3)
+    # ResNet-18: inductor's fp32 reductions leave ~2e-4 relative error in its one-step gradients (eager: 3e-6, both
+    # against float64; compiled and eager float64 agree to 2e-14), which three epochs amplify
+    rtol = 2e-2 if model == "resnet18" else (1e-4 if device == "cpu" else 1e-3)
+    _assert_close_histories(ref["history"], got["history"], rtol=rtol)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=NO_CUDA)])

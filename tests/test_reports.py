@@ -87,6 +87,16 @@ def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path
     before = {p.name: p.stat().st_mtime_ns for p in runs.glob("*.json")}
     assert before and publish.stale_runs(reports) == {str(reports / "smoke" / "yun2022_table1.ipynb"): []}
     (reports / "smoke" / "yun2022_table1" / "claims.json").unlink()  # must come back from the store alone
+    # a run the notebook shows as missing is not stale; a grid change (here: a bumped RESULTS_VERSION) is
+    from repro_lib import config
+
+    old = config.RESULTS_VERSION
+    try:
+        config.RESULTS_VERSION = old + 1
+        stale = publish.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")]
+        assert len(stale) == len(before)
+    finally:
+        config.RESULTS_VERSION = old
     outcomes = publish.rerender(reports, log=lambda *a, **k: None)
     assert [o.status for o in outcomes] == ["ok"]
     assert {p.name: p.stat().st_mtime_ns for p in runs.glob("*.json")} == before  # nothing trained or rewritten
@@ -97,5 +107,8 @@ def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path
     assert (csv.status == "finished").all() and len(csv) == len(before)
     assert publish.notebook_parameters(reports / "smoke" / "yun2022_table1.ipynb")["collect"] is True
     assert read_verdict(reports / "smoke" / "yun2022_table1.ipynb").startswith("table1: yellow cell:")
+    victim = sorted(runs.glob("*.json"))[0]
+    victim.unlink()  # a run the notebook showed as finished has lost its record: stale
+    assert publish.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")] == [victim.stem]
     rows = publish.summary_rows(reports)
     assert rows and all(r["profile"] == "smoke" and r["data"] == "synthetic images (pipeline check)" for r in rows)

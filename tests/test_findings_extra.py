@@ -1,0 +1,120 @@
+"""findings_extra: the computed lines of the "What we found" cells of the notebooks that are not swept paper grids."""
+import math
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from repro_lib import findings_extra as F
+
+
+def _methods(seeds=(0, 1, 2), ours_shift=1.0, noise=0.1):
+    rows = []
+    base = {"sgd": 50.0, "lars": 49.0, "ours": 50.0 + ours_shift}
+    for col in ("vgg11", "vgg13"):
+        for m, v in base.items():
+            for s in seeds:
+                rows.append(dict(paper_dataset="cifar10", model=col, method=m, seed=s, status="finished",
+                                 test_acc=v + noise * (s - 1)))
+    return pd.DataFrame(rows)
+
+
+def test_method_findings_ranks_and_margins():
+    f = F.method_findings(_methods(), ours="ours")
+    assert len(f) == 4  # two columns x two other methods
+    r = f[(f.model == "vgg11") & (f.other == "sgd")].iloc[0]
+    assert r.ranking == "ours > sgd > lars" and r.ours_rank == 1
+    assert r.margin == pytest.approx(1.0) and r.spread == pytest.approx(0.1) and r.decided and r.seeds == 3
+    assert f[f.other == "lars"].margin.tolist() == pytest.approx([2.0, 2.0])
+
+
+def test_method_findings_one_seed_has_no_spread_and_a_margin_inside_the_spread_does_not_decide():
+    one = F.method_findings(_methods(seeds=(0,)), ours="ours")
+    assert one.spread.isna().all() and not one.decided.any()
+    close = F.method_findings(_methods(ours_shift=0.05, noise=1.0), ours="ours")
+    assert not close[close.other == "sgd"].decided.any()
+
+
+def test_method_findings_missing_and_diverged_runs():
+    df = _methods(seeds=(0,))
+    df.loc[df.method == "ours", "status"] = "diverged"
+    df.loc[(df.method == "ours"), "test_acc"] = float("nan")
+    f = F.method_findings(df, ours="ours")
+    assert f.ours_rank.isna().all() and f.margin.isna().all()
+    assert "ours" not in f.ranking.iloc[0]
+    assert "n/a" in F.say_method_findings(f) and "best on 0/2" in F.method_verdict(f)
+
+
+def test_method_texts():
+    f = F.method_findings(_methods(), ours="ours")
+    text = F.say_method_findings(f, names={"ours": "OURS", "sgd": "SGD"}, ours_name="OURS")
+    assert text.count("\n") == 1 and "OURS > SGD > lars" in text and "> seed sd 0.10" in text
+    v = F.method_verdict(f, names={"sgd": "SGD"}, ours_name="OURS")
+    assert v.startswith("cifar10: OURS best on 2/2") and "vs SGD +1.00, 2/2 beyond seed sd" in v
+
+
+def test_paired_gaps():
+    hist = pd.DataFrame([dict(label=lab, seed=0, epoch=e, train_acc=a + e, test_acc=a + 2 * e)
+                         for lab, a in (("exact", 10.0), ("schedule only", 11.5)) for e in (1, 2, 3)])
+    g = F.paired_gaps(hist, {"schedule only": "exact", "absent": "exact"})
+    assert len(g) == 1
+    r = g.iloc[0]
+    assert r["max |Δ train_acc|"] == pytest.approx(1.5) and r["Δ final test_acc"] == pytest.approx(1.5)
+    assert r["final test_acc (run)"] == pytest.approx(17.5)
+    assert F.paired_gaps(hist.iloc[:0], {"a": "b"}).empty
+
+
+def test_identity_verdict():
+    assert F.identity_verdict({"a": 1e-15, "b": 3e-15}, tol=1e-9).startswith("holds: max rel. error 3.0e-15 (2 ")
+    bad = F.identity_verdict({"a": 1e-15, "b": 1e-3, "c": float("nan")}, tol=1e-9)
+    assert bad.startswith("fails:") and "2/3" in bad
+    assert F.identity_verdict({"a": 1e-15, "b": 1e-3}, tol=1e-9).startswith("fails: b rel. error 1.0e-03")
+    assert F.identity_verdict({}, tol=1.0).startswith("n/a")
+    assert F.identity_verdict(pd.Series({"Thm 2.9": 2e-15}), tol=1e-9) == \
+        "holds: max rel. error 2.0e-15 (1 identity, tolerance 1e-09)"
+
+
+def test_binomial_sd_lead_and_perfect_at():
+    assert F.binomial_sd(50.0, 2500) == pytest.approx(1.0)
+    assert math.isnan(F.binomial_sd(float("nan"), 100)) and math.isnan(F.binomial_sd(50.0, 0))
+    key, margin = F.lead(pd.Series({1e-4: 40.0, 4e-4: 43.0, 1.6e-3: float("nan"), 2e-3: 42.5}))
+    assert key == 4e-4 and margin == pytest.approx(0.5)
+    assert math.isnan(F.lead(pd.Series({1.0: 3.0}))[1]) and F.lead(pd.Series(dtype=float))[0] is None
+    t = pd.DataFrame({"delta": [1.0, 0.1, 0.02], "a": [100.0, 100.0, 100.0], "b": [52.5, 90.0, 100.0],
+                      "c": [10.0, 97.5, 90.0]})
+    assert F.perfect_at(t, "a") == "at every δ"
+    assert F.perfect_at(t, "b") == "at δ ∈ {0.02}"
+    assert F.perfect_at(t, "c") == "at no δ (best 97.5 at δ = 0.1)"
+
+
+def test_labels_and_minutes():
+    assert F.data_label([SimpleNamespace(dataset="cifar10", synthetic=False),
+                         SimpleNamespace(dataset="cifar10-jpeg", synthetic=False)]).startswith("CIFAR-10, CIFAR-10 JPEG")
+    assert F.data_label([SimpleNamespace(dataset="synthetic-imagefolder")]) == "synthetic images (pipeline check)"
+    assert F.data_label([SimpleNamespace(dataset="imagenet")]) == "ImageNet"
+    assert F.data_label([SimpleNamespace(dataset="cifar10", synthetic=True)]) == "synthetic images (pipeline check)"
+    assert F.train_minutes(pd.DataFrame({"seconds": [60.0, float("nan"), 120.0]})) == pytest.approx(3.0)
+    assert F.train_minutes([{"train_seconds": 90.0}, {"status": "missing"}]) == pytest.approx(1.5)
+    assert F.num(float("nan")) == "n/a" and F.num(1.234, "+.1f") == "+1.2" and F.num(None) == "n/a"
+
+
+@pytest.mark.parametrize("diff, noise, rel, expected", [
+    (2.0, 1.0, ">", "holds"), (0.5, 1.0, ">", "same direction, within noise"),
+    (-0.5, 1.0, ">", "not reproduced, within noise"), (-2.0, 1.0, ">", "reversed"),
+    (-2.0, 1.0, "<", "holds"), (0.5, 1.0, "<", "not reproduced, within noise"),
+    (0.5, 1.0, "≈", "holds"), (-1.5, 1.0, "≈", "differs beyond noise"),
+    (0.1, float("nan"), ">", "holds"), (0.1, float("nan"), "≈", "n/a (no noise estimate)"),
+    (float("nan"), 1.0, ">", "n/a"),
+])
+def test_contrast_verdict(diff, noise, rel, expected):
+    assert F.contrast_verdict(diff, noise, rel) == expected
+
+
+def test_contrasts_table_skips_absent_runs_and_rejects_unknown_relations():
+    acc = {"step": 27.0, "texp": 27.5, "texp--": 23.0}
+    c = F.contrasts(acc, [("Fig. 2", "texp", "step", "≈"), ("Fig. 3", "texp--", "texp", "<"),
+                          ("Fig. 4", "exp", "step", ">")], noise=1.0)
+    assert list(c.name) == ["Fig. 2", "Fig. 3"] and list(c.verdict) == ["holds", "holds"]
+    assert c.text.iloc[1] == "holds: -4.50 (noise 1.00)" and c["diff"].iloc[0] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="relation"):
+        F.contrasts(acc, [("x", "texp", "step", ">=")])

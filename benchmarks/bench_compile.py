@@ -21,13 +21,14 @@ are oversubscribed. Reported per pair:
   ``--threads 1``; with 2 threads the spinning of a waiting OpenMP thread counts as CPU time too;
 * ``compile_s``: the compiled run's first epoch minus its median epoch (inductor's on-disk cache is a fresh
   temporary folder, so this is a cold compile; ``--keep-cache`` uses the usual one);
-* memory, measured after the pairs, each variant alone in a fresh process for 2 epochs: ``peak_rss_mib``, the
+* memory, measured after the pairs, each variant alone in a fresh process for 4 epochs: ``peak_rss_mib``, the
   process's peak resident set (Linux ``VmHWM`` of ``/proc/self/status``, interpreter and torch included), and
   ``rss_before_mib``, its resident set after importing torch and the package. The compiled process finds its
-  graphs in inductor's cache: its first epoch minus its second is ``cached_compile_s``, what every further run of
-  the same shapes pays on a machine that has compiled them once.
+  graphs in inductor's cache: its first epoch minus the median of epochs 3-4 is ``cached_compile_s``, what every
+  further run of the same shapes pays on a machine that has compiled them once (a new process: importing inductor,
+  tracing the model, loading the kernels).
 
-    .venv/bin/python benchmarks/bench_compile.py --threads 2          # writes benchmarks/results_cpu_compile.json
+    .venv/bin/python benchmarks/bench_compile.py --threads 2 1        # writes benchmarks/results_cpu_compile.json
 """
 from __future__ import annotations
 
@@ -189,10 +190,11 @@ def interleaved(cfgs: list[RunConfig], data_root) -> dict:
 
 
 def alone(what: str, compiled: bool, args) -> dict:
-    """One run (2 epochs) by itself in a fresh process: its peak RSS, the RSS after importing and building nothing
-    (the interpreter + torch), and its first-epoch overhead (compiled: inductor's cache already holds the graphs)."""
-    cmd = [sys.executable, __file__, "--child", what, "--threads", str(args.threads), "--width", str(args.width),
-           "--n", str(args.n), "--batch-size", str(args.batch_size), "--members", str(args.members), "--epochs", "2"]
+    """One run (4 epochs) by itself in a fresh process: its peak RSS, the RSS after importing and building nothing
+    (the interpreter + torch), and its first-epoch overhead over epochs 3-4 (compiled: inductor's cache already
+    holds the graphs)."""
+    cmd = [sys.executable, __file__, "--child", what, "--threads", str(args.threads[0]), "--width", str(args.width),
+           "--n", str(args.n), "--batch-size", str(args.batch_size), "--members", str(args.members), "--epochs", "4"]
     if compiled:
         cmd.append("--compiled")
     if args.data_root:
@@ -205,12 +207,13 @@ def child(args, groups) -> None:
     rss0 = _status_mib("VmRSS")
     e = _epochs(_train([c.replace(compile=args.compiled) for c in groups[args.child]], None, args.data_root or None))
     print(json.dumps({"peak_rss_mib": _status_mib("VmHWM"), "rss_before_mib": rss0, "epochs": e,
-                      "first_epoch_overhead_s": e[0] - statistics.median(e[1:])}))
+                      "first_epoch_overhead_s": e[0] - statistics.median(e[2:] or e[1:])}))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2, help="torch threads (intra-op and inductor's kernels)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[2],
+                    help="torch threads (intra-op and inductor's kernels); several: one set of pairs each")
     ap.add_argument("--width", type=int, default=8)
     ap.add_argument("--n", type=int, default=1000, help="training images (1000: a ragged last batch of 104)")
     ap.add_argument("--batch-size", type=int, default=128)
@@ -224,7 +227,7 @@ def main(argv=None):
     ap.add_argument("--child", choices=["fit", "fit_many"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads[0])
     root = args.data_root or None
     base = RunConfig(model="resnet18", scale_invariant=True, width=args.width,
                      dataset="cifar10-jpeg" if root else "cifar10", synthetic=not root, n=args.n, n_test=200,
@@ -235,38 +238,44 @@ def main(argv=None):
     if args.child:
         return child(args, groups)
     meta = {"torch": torch.__version__, "cpu": cpu_model(), "machine": platform.machine(),
-            "threads": torch.get_num_threads(), "cpus": os.cpu_count(), "load_start": os.getloadavg(),
+            "threads": args.threads, "cpus": os.cpu_count(), "load_start": os.getloadavg(),
             "width": args.width, "n": args.n, "batch_size": args.batch_size, "ghost_batch": 64,
             "epochs": args.epochs, "members": args.members, "data": "cifar10-jpeg" if root else "synthetic",
-            "memory": "peak RSS (VmHWM) of a fresh process running the run alone for 2 epochs"}
+            "memory": "peak RSS (VmHWM) of a fresh process running the run alone for 4 epochs"}
     print(json.dumps(meta), flush=True)
-    # warm-up: the first run in a process pays for allocator / thread-pool start-up; not timed
-    fit(base.replace(n=2 * args.batch_size, num_epochs=1), data_root=root, progress=False)
     rows = []
-    for name, cfgs in groups.items():
-        if args.only and name != args.only:
-            continue
-        t0 = time.perf_counter()
-        row = {"what": name, **interleaved(cfgs, root), "load_after": os.getloadavg()}
-        row["wall_s"] = time.perf_counter() - t0
-        rows.append(row)
-        print(json.dumps({k: v for k, v in row.items() if not k.endswith("epochs")}), flush=True)
-        for k in ("eager_epochs", "compiled_epochs", "eager_cpu_epochs", "compiled_cpu_epochs"):
-            print(f"  {k:<20} {[round(t, 2) for t in row[k]]}", flush=True)
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        # warm-up: the first run in a process pays for allocator / thread-pool start-up; not timed
+        fit(base.replace(n=2 * args.batch_size, num_epochs=1), data_root=root, progress=False)
+        for name, cfgs in groups.items():
+            if args.only and name != args.only:
+                continue
+            torch._dynamo.reset()  # inductor's CPU kernels are generated for the thread count in force
+            t0 = time.perf_counter()
+            row = {"what": name, "threads": threads, **interleaved(cfgs, root), "load_after": os.getloadavg()}
+            row["wall_s"] = time.perf_counter() - t0
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if not k.endswith("epochs")}), flush=True)
+            for k in ("eager_epochs", "compiled_epochs", "eager_cpu_epochs", "compiled_cpu_epochs"):
+                print(f"  {k:<20} {[round(t, 2) for t in row[k]]}", flush=True)
+    torch.set_num_threads(args.threads[0])
     if not args.no_memory:
         for row in rows:
+            if row["threads"] != args.threads[0]:
+                continue
             row["eager_alone"] = alone(row["what"], False, args)
             row["compiled_alone"] = alone(row["what"], True, args)
             row["cached_compile_s"] = row["compiled_alone"]["first_epoch_overhead_s"]
     meta["load_end"] = os.getloadavg()
     Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"{'what':<9} {'M':>2} {'eager s/ep':>10} {'comp s/ep':>9} {'eager/comp (q1-q3)':>20} {'CPU-s':>6} "
+    print(f"{'what':<9} {'M':>2} {'thr':>3} {'eager s/ep':>10} {'comp s/ep':>9} {'eager/comp (q1-q3)':>20} {'CPU-s':>6} "
           f"{'compile s':>9} "
           f"{'cached s':>8} {'RSS eager':>9} {'RSS comp':>8} {'loss rel':>8}")
     for r in rows:
         mem = (r["eager_alone"]["peak_rss_mib"], r["compiled_alone"]["peak_rss_mib"], r["cached_compile_s"]) \
             if "eager_alone" in r else (float("nan"),) * 3
-        print(f"{r['what']:<9} {r['members']:>2} {r['eager_s_epoch']:>10.3f} {r['compiled_s_epoch']:>9.3f} "
+        print(f"{r['what']:<9} {r['members']:>2} {r['threads']:>3} {r['eager_s_epoch']:>10.3f} {r['compiled_s_epoch']:>9.3f} "
               f"{r['ratio_median']:>6.2f}x ({r['ratio_q1']:.2f}-{r['ratio_q3']:.2f}) {r['cpu_ratio_median']:>5.2f}x "
               f"{r['compile_s']:>9.1f} "
               f"{mem[2]:>8.1f} {mem[0]:>9.0f} {mem[1]:>8.0f} {r['final_train_loss_max_rel_diff']:>8.1e}")

@@ -1,4 +1,4 @@
-"""Training throughput of ``train.fit`` and ``batched.fit_many`` vs the usual PyTorch CIFAR loop (issue 8).
+"""Training throughput of ``train.fit`` and ``batched.fit_many`` vs the usual PyTorch CIFAR loop.
 
 Model: the scale-invariant CIFAR ResNet-18 of Yun et al., ECCV 2022, Sec. 3.1 (``models.create("resnet18",
 scale_invariant=True, width=...)``), SGD momentum 0.9, wd 5e-4, on CIFAR-sized data (synthetic 32x32 images by

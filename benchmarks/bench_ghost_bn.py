@@ -1,7 +1,7 @@
 """Ghost batch norm, forward + backward, per layer shape of the width-64 ResNet-18 (Yun et al. Sec. 3.1, ghost
 batch 64): ``GhostBatchNorm`` (one ``F.batch_norm`` per chunk slice + ``cat``) against the previous single call
 on a transposed copy ``(k, g, C, L) -> (g, k*C, L)`` (kept here only as the baseline), channels_last (the CUDA
-default) and NCHW, fp32 and bf16 (issue 8). Eager wall time of the isolated layer: on a GPU this is launch-bound
+default) and NCHW, fp32 and bf16. Eager wall time of the isolated layer: on a GPU this is launch-bound
 (k = B/64 calls per layer), so the split is slower here (H200: 1.3x at B = 128, 2.2x at B = 1024;
 ``results_h200_ghost_bn_eager.json``) although the whole graphed training step is 1.5x faster with it
 (``results_h200_graphs.json`` vs ``results_h200_graphs_transposed_bn.json``); on CPU the split is faster.

@@ -1,4 +1,4 @@
-"""Is ``cuda_graphs=True`` the same arithmetic as the eager step? A check to run on a CUDA device (issue 8).
+"""Is ``cuda_graphs=True`` the same arithmetic as the eager step? A check to run on a CUDA device.
 
 Training trajectories are chaotic: two eager runs with non-deterministic cuDNN kernels already drift apart by
 more than float32 rounding after a few epochs, so a trajectory comparison alone cannot tell a broken capture

@@ -1,5 +1,5 @@
 """Where the time of one training step goes: ``torch.profiler`` kernel table of the scale-invariant ResNet-18
-(width 64, ghost BN 64) training step at B = 128, eager, fp32 and bf16 (issue 8).
+(width 64, ghost BN 64) training step at B = 128, eager, fp32 and bf16.
 
     PYTHONPATH=. python benchmarks/profile_step.py --out $OUT/profile.txt
 """

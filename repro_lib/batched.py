@@ -1,4 +1,4 @@
-"""Many runs of one grid as one stacked model: ``fit_many(configs)`` (issue 8, for the hyperparameter grids of
+"""Many runs of one grid as one stacked model: ``fit_many(configs)`` (for the hyperparameter grids of
 Yun et al., *On the Angular Update and Hyperparameter Tuning of a Scale-Invariant Network*, ECCV 2022, Table 1).
 
 ``fit_many`` trains M runs that share model, width, dataset, N, batch size, epochs and device but differ in
@@ -421,7 +421,7 @@ def member_bytes(cfg: RunConfig) -> int:
     cudnn.benchmark, eager; benchmarks/results_h200.json): a width-64 ResNet-18 member at B = 128 peaks at
     3.9 GiB in stacks of 2-8 (2.4 GiB per member at M = 16), estimated 4.0 GiB; at B = 1024 a single run peaks at
     13.6 GiB, estimated 30 GiB (safe side); bf16 halves the real peaks. An estimate, not a guarantee --
-    :func:`default_memory_budget` keeps 30 % of the free memory in reserve. With ``cuda_graphs`` (H200, session 5,
+    :func:`default_memory_budget` keeps 30 % of the free memory in reserve. With ``cuda_graphs`` (H200,
     per-chunk ghost BN; benchmarks/results_h200_graphs.json): a 16-member fp32 stack at N = 3125 peaks at 39.3 GiB
     (25.8 GiB eager), estimated 89 GiB; a single graphed run at B = 128 peaks at 2.0 GiB, estimated 6.4 GiB."""
     from .data import DATASETS

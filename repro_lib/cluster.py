@@ -1,4 +1,4 @@
-"""A notebook's grid as one job array on a cluster (SLURM, or local subprocesses), through ``submitit`` (issue 9).
+"""A notebook's grid as one job array on a cluster (SLURM, or local subprocesses), through ``submitit``.
 
 ``python -m repro_lib sweep NOTEBOOK --profile P --executor {local,slurm} …`` (see ``__main__``):
 

@@ -133,7 +133,7 @@ class RunConfig(ConfigBase):
     device: str = "auto"
     profile: str = "paper"
     eval_every: int = 1  # evaluate every k epochs (and always at the last); 0 = auto, see ``eval_interval``
-    # GPU fast path (issue 8). Same optimization; only ``precision`` changes the arithmetic, and it is hashed.
+    # GPU fast path. Same optimization; only ``precision`` changes the arithmetic, and it is hashed.
     precision: str = "fp32"  # "bf16": autocast forward/loss in bfloat16, fp32 master weights, fp32 optimizer math
     channels_last: bool = True  # CUDA only: NHWC model and batches (ignored on CPU)
     cudnn_benchmark: bool = True  # CUDA only: torch.backends.cudnn.benchmark

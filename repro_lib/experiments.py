@@ -173,7 +173,7 @@ _SMOKE = dict(synthetic=True, width=4, num_epochs=3, n_test=200, device="cpu")
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
-# gpu / paper (issue 8, chosen by measurement on an H200, README "Throughput"): every full training batch replayed
+# gpu / paper (chosen by measurement on an H200, benchmarks/README.md): every full training batch replayed
 # as one CUDA graph (cuda_graphs=True: the eager step's arithmetic, bit-identical with deterministic kernels; 2.0x
 # faster for a single run at B = 128, 1.5x at B = 1024; on CPU the same static path without capture; not hashed);
 # runs that differ only in LR, WD, momentum and seed train up to 16 at a time as one stacked model (fit_many: 2.7x

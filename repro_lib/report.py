@@ -8,7 +8,7 @@
 * ``export``: HTML and LaTeX files;
 * ``plot_angular``: Δθ per epoch curves with the predicted level arccos(1 − tuning factor) (Eq. 27).
 
-Missing runs (issue 9: ``sweep.run_sweep(collect=True)`` on a store a cluster sweep has not finished yet) are never
+Missing runs (``sweep.run_sweep(collect=True)`` on a store a cluster sweep has not finished yet) are never
 dropped silently: ``pivot_cells`` records how many runs each cell lacks (``grid.attrs["missing"]``), ``style_grid``
 writes "missing" in a cell without any result (a blank cell stays what the paper means by it: every seed
 diverged) and "(k missing)" after a partial mean, and ``verdict`` says how many cells of a column are incomplete.
@@ -331,7 +331,8 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
             top2 = means.sort_values(ascending=False)
             ysd = stats.loc[ytf, "std"]
             bo_tf = float(others.idxmax())
-            spread = float(np.nanmax([ysd, stats.loc[bo_tf, "std"]]))
+            sds = [v for v in (ysd, stats.loc[bo_tf, "std"]) if pd.notna(v)]
+            spread = float(max(sds)) if sds else math.nan  # one seed: no spread
             margin = float(means[ytf] - others.max())
             row.update(verdict="best" if r == 1 else "second" if r == 2 else "no", yellow_mean=float(means[ytf]),
                        yellow_sd=float(ysd), best_other=float(others.max()), best_other_tf=bo_tf, margin=margin,
@@ -384,15 +385,18 @@ def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str
             continue
         rank = {"best": "is the best cell", "second": "is second", "no": "is neither best nor second"}[r["verdict"]]
         margin = (f"ahead of the best other cell by {r['margin']:.2f} points" if r["margin"] > 0
+                  else f"tied with the cell at tuning factor {r['best_other_tf']:.4g}" if r["margin"] == 0
                   else f"{-r['margin']:.2f} points behind the best cell (tuning factor {r['best_other_tf']:.4g})")
         spread = (("more than" if r["decided"] else "within") + f" the seed spread ({r['spread']:.2f})"
                   if math.isfinite(r["spread"]) else "with one seed, so no spread to compare with")
-        peak = (f"the quadratic fit peaks at tuning factor {r['peak_tf']:.3g} (95 % bootstrap interval "
-                f"{r['peak_lo']:.3g}–{r['peak_hi']:.3g}) beside the yellow {r['yellow_tf']:.3g}"
-                if math.isfinite(r["peak_tf"]) else "the quadratic fit has no interior peak")
-        lines.append(f"- **{where}** ({int(r['seeds'])} seeds per cell): the yellow cell "
-                     f"({r['yellow_mean']:.2f} ± {r['yellow_sd']:.2f} % {what}) {rank}, {margin}, {spread}; "
-                     f"{peak}.")
+        interval = (f" (95 % bootstrap interval {r['peak_lo']:.3g}–{r['peak_hi']:.3g})" if math.isfinite(r["peak_lo"])
+                    else " (one seed: no bootstrap interval)")
+        peak = (f"the quadratic fit peaks at tuning factor {r['peak_tf']:.3g}{interval} beside the yellow "
+                f"{r['yellow_tf']:.3g}" if math.isfinite(r["peak_tf"]) else "the quadratic fit has no interior peak")
+        seeds = f"{int(r['seeds'])} seed{'s' if r['seeds'] != 1 else ''} per cell"
+        sd = f" ± {r['yellow_sd']:.2f}" if math.isfinite(r["yellow_sd"]) else ""
+        lines.append(f"- **{where}** ({seeds}): the yellow cell ({r['yellow_mean']:.2f}{sd} % {what}) {rank}, "
+                     f"{margin}, {spread}; {peak}.")
     return "\n".join(lines)
 
 
@@ -414,6 +418,8 @@ def peak_text(r) -> str:
     """"0.071 [0.063, 0.078] vs 0.0781" from a findings row (— when the fit has no interior peak)."""
     if not math.isfinite(r["peak_tf"]):
         return f"no interior peak (yellow {_fmt_tf(r['yellow_tf'])})"
+    if not math.isfinite(r["peak_lo"]):
+        return f"{_fmt_tf(r['peak_tf'])} (one seed) vs {_fmt_tf(r['yellow_tf'])}"
     return f"{_fmt_tf(r['peak_tf'])} [{_fmt_tf(r['peak_lo'])}, {_fmt_tf(r['peak_hi'])}] vs {_fmt_tf(r['yellow_tf'])}"
 
 

@@ -1,4 +1,4 @@
-"""The results store: one JSON file per run plus atomic checkpoint files, under ``results/`` (issue 9: safe for
+"""The results store: one JSON file per run plus atomic checkpoint files, under ``results/`` (safe for
 many writers on many machines over a shared filesystem such as NFS, where SQLite's locking is not).
 
 Layout of a results directory::
@@ -641,7 +641,7 @@ class Store:
         return out
 
     def _import_sqlite(self) -> int:
-        """Copy the rows of ``store.sqlite`` (the store before issue 9) into ``runs/``; return how many runs were
+        """Copy the rows of ``store.sqlite`` (the store of earlier versions) into ``runs/``; return how many runs were
         written. Idempotent: a final record is created only if absent, an unfinished run's files only if they
         hold fewer epochs. Skipped when the SQLite files are unchanged since the last import."""
         sig = self._legacy_signature()

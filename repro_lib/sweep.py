@@ -4,7 +4,7 @@
 unless the store already holds it; an interrupted run resumes from its checkpoint. A sweep killed half-way and
 started again recomputes nothing that finished. Returns the plan with result columns added.
 ``run_sweep(plan, store, collect=True)`` trains nothing: it reads what a cluster sweep (``python -m repro_lib
-sweep``, issue 9) left in the store; a cell not finished there gets status ``"missing"`` (NaN results, empty
+sweep``) left in the store; a cell not finished there gets status ``"missing"`` (NaN results, empty
 history) so that tables show it as missing instead of dropping it.
 
 ``aggregate(df, by)``: the paper's rule (Yun et al. 2022, Sec. 5): mean test accuracy over the seeds that did not

@@ -16,7 +16,7 @@ back-matching supplement through ``cfg.optimizer`` / ``cfg.schedule``):
   epoch-boundary checkpoint (model, optimizer, tracker, history; batches are a function of (seed, epoch)),
   written every epoch or at most every ``cfg.checkpoint_every_s`` seconds.
 
-GPU fast path (issue 8; flags in ``RunConfig``, none changes the optimization): ``precision="bf16"`` autocasts the
+GPU fast path (flags in ``RunConfig``, none changes the optimization): ``precision="bf16"`` autocasts the
 forward pass and loss to bfloat16 while weights, gradients, optimizer state and tracker stay fp32 (no pure-fp16
 weights, no loss scaling needed for bf16); ``channels_last`` and ``cudnn_benchmark`` (CUDA only) pick faster
 kernels for the same convolutions; ``compile`` runs the forward of every full batch through ``torch.compile``

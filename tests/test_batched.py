@@ -1,4 +1,4 @@
-"""``batched.fit_many`` against separate ``train.fit`` runs (issue 8).
+"""``batched.fit_many`` against separate ``train.fit`` runs.
 
 Exactness is checked in float64 (``torch.set_default_dtype`` inside the fixture): the stacked model sums its
 grouped convolutions in a different order than a plain convolution, so float32 results differ by rounding, which

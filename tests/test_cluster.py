@@ -1,4 +1,4 @@
-"""Cluster sweeps (issue 9): a notebook's grid as a submitit job array into the shared store, requeue on
+"""Cluster sweeps: a notebook's grid as a submitit job array into the shared store, requeue on
 preemption, nothing submitted twice, and the notebook collecting what is there (missing cells shown as missing)."""
 import math
 import os
@@ -174,7 +174,7 @@ def test_report_marks_missing_cells_and_verdicts():
 
 
 def test_fast_path_parameters_reach_every_grid(tmp_path, capsys):
-    """Issue 8's ``precision`` and ``cuda_graphs`` are parameters of every swept notebook (papermill sees them, with
+    """The ``precision`` and ``cuda_graphs`` are parameters of every swept notebook (papermill sees them, with
     defaults "" and False); set, they reach every config of its grid; at their defaults the grid, and so every
     store key, is the one built with no override at all (bf16 is hashed, CUDA graphs are not)."""
     import papermill as pm

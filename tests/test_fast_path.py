@@ -1,4 +1,4 @@
-"""The GPU fast-path flags of ``RunConfig`` (issue 8): they change speed, not the optimization.
+"""The GPU fast-path flags of ``RunConfig``: they change speed, not the optimization.
 
 ``channels_last`` and ``compile`` act on CUDA / any device; CPU kernels also accept channels_last tensors, so the
 layout logic of the stacked model (``batched._Stack``: 4-D weights as NHWC-strided views of one flat buffer) is
@@ -317,7 +317,7 @@ def test_cuda_graph_capture_matches_eager_on_cuda(monkeypatch):
     """On CUDA with deterministic cuDNN kernels, the captured-and-replayed step is the eager step, bit for bit:
     equal per-epoch training losses and angular updates for ``fit`` and ``fit_many`` (the replay runs the very
     kernels the eager step runs). Non-deterministic kernels (the default) make any two runs drift apart -- one
-    step differs by ~5e-7 relative in the gradients, a few epochs by percents in the loss (H200, session 5:
+    step differs by ~5e-7 relative in the gradients, a few epochs by percents in the loss (H200:
     ``benchmarks/check_graphs.py``) -- so the comparison is made deterministic rather than loose."""
     monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
     cfg = BASE.replace(device="cuda", n=150, num_epochs=2, cudnn_benchmark=False)

@@ -192,7 +192,7 @@ def test_sweep_groups_runs_into_one_stacked_model(tmp_path):
     assert list(again.test_acc) == list(res.test_acc)
 
 
-# ------------------------------------------------------------------ many writers (issue 9: one file per run)
+# ------------------------------------------------------------------ many writers (one file per run)
 def _finish_many(root, cfgs, marker, barrier):
     store = Store(root)
     for c in cfgs:
@@ -263,7 +263,7 @@ def test_record_writes_are_atomic(tmp_path, monkeypatch):
 
 
 def test_sqlite_store_of_earlier_versions_is_imported(tmp_path):
-    """store.sqlite (before issue 9) is read into runs/ once: finished runs with their epochs, an interrupted run
+    """store.sqlite (of earlier versions) is read into runs/ once: finished runs with their epochs, an interrupted run
     with its logged epochs (its checkpoint file is where it was); reopening does not import again."""
     finished, running = _cfgs()[:2]
     con = sqlite3.connect(tmp_path / "store.sqlite")

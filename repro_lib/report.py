@@ -383,6 +383,8 @@ def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str
         if r["verdict"] == "n/a":
             lines.append(f"- **{where}**: no verdict yet ({int(r['missing'])} runs missing).")
             continue
+        if r["missing"]:
+            where += f" — provisional, {int(r['missing'])} runs missing"
         rank = {"best": "is the best cell", "second": "is second", "no": "is neither best nor second"}[r["verdict"]]
         margin = (f"ahead of the best other cell by {r['margin']:.2f} points" if r["margin"] > 0
                   else f"tied with the cell at tuning factor {r['best_other_tf']:.4g}" if r["margin"] == 0
@@ -408,10 +410,11 @@ def verdict_text(r) -> str:
     """One findings row as a short verdict: "best, +1.20 (> seed sd 0.80)" / "no, −2.1 (within seed sd 2.5)"."""
     if r["verdict"] == "n/a":
         return f"n/a ({int(r['missing'])} runs missing)" if r["missing"] else "n/a"
+    missing = f"; provisional, {int(r['missing'])} runs missing" if r["missing"] else ""
     if not math.isfinite(r["spread"]):
-        return f"{r['verdict']}, {r['margin']:+.2f} (one seed: no spread)"
+        return f"{r['verdict']}, {r['margin']:+.2f} (one seed: no spread{missing})"
     rel = ">" if r["decided"] else "within"
-    return f"{r['verdict']}, {r['margin']:+.2f} ({rel} seed sd {r['spread']:.2f})"
+    return f"{r['verdict']}, {r['margin']:+.2f} ({rel} seed sd {r['spread']:.2f}{missing})"
 
 
 def peak_text(r) -> str:
@@ -448,6 +451,8 @@ def verdict_line(found: pd.DataFrame) -> str:
     v = found["verdict"].value_counts().to_dict()
     parts = [f"{k} {v[k]}/{len(found)}" for k in ("best", "second", "no", "n/a") if k in v]
     decided = int(found["decided"].sum())
+    missing = int(found["missing"].sum())
     peaks = [peak_text(r) for _, r in found.iterrows() if math.isfinite(r["peak_tf"])]
     return (f"yellow cell: {', '.join(parts)} columns; margin beyond the seed spread in {decided}/{len(found)}"
-            + (f"; peak TF {peaks[0]}" if len(peaks) == 1 else f"; {len(peaks)} fitted peaks" if peaks else ""))
+            + (f"; peak TF {peaks[0]}" if len(peaks) == 1 else f"; {len(peaks)} fitted peaks" if peaks else "")
+            + (f"; provisional: {missing} runs missing" if missing else ""))

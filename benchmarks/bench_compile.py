@@ -23,7 +23,13 @@ trains one untimed warm-up epoch of a small run (allocator and thread-pool start
   finding its graphs in inductor's cache: first epoch minus median epoch, what a further run of the same shapes pays
   in a process that has compiled them once (a new process also imports inductor, a few seconds more);
 * ``peak_rss_mib``: each process's peak resident set during its interleaved run (Linux ``VmHWM`` of
-  ``/proc/self/status``: interpreter, torch, data and the warm-up included; ``rss_before_mib``: after importing).
+  ``/proc/self/status``: interpreter, torch, data and the warm-up included; ``rss_before_mib``: after importing);
+* per turn, the system seconds and minor page faults of each process (``getrusage``).
+
+glibc's allocator is configured by ``GLIBC_TUNABLES`` (``MALLOC_TUNABLES`` below; ``--default-malloc`` leaves it
+as it is). With glibc's defaults the main thread page-faults on most large allocations (20 convolutions of a
+128x64x16x16 batch: ~100k minor faults and 40 % of the CPU time in the kernel; none with these settings, nor in a
+second thread, whose arena keeps freed memory), and epoch times of a pair varied up to 20x on a virtual machine.
 
     .venv/bin/python benchmarks/bench_compile.py --threads 2 1        # writes benchmarks/results_cpu_compile.json
 """
@@ -42,6 +48,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import platform  # noqa: E402
+import resource  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -51,6 +58,12 @@ import torch  # noqa: E402
 from repro_lib.batched import fit_many  # noqa: E402
 from repro_lib.config import RunConfig  # noqa: E402
 from repro_lib.train import fit  # noqa: E402
+
+
+# glibc's main arena hands large freed blocks back to the kernel (munmap, heap trimming), so the next allocation of
+# that size page-faults again; with many short-lived activation tensors an eager step in the main thread spends much
+# of its time in the kernel (system time) on a virtual machine. These settings keep freed memory in the process.
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"
 
 
 def cpu_model() -> str:
@@ -95,20 +108,25 @@ def _epochs(results: list[dict]) -> list[float]:
 class _TurnStore:
     """A stand-in ``Store`` (nothing stored or resumed) for one run of ``members`` configs in a process that holds
     the turn: hands it to the other process at every epoch end and waits for it to come back (unless the other is
-    done); records the process CPU seconds of every turn."""
+    done); records the process CPU seconds of every turn and its system seconds and minor page faults."""
 
     def __init__(self, me: int, sems, done, members: int):
         self.me, self.sems, self.done, self.members = me, sems, done, members
         self.logged = 0
         self.cpu: list[float] = []
-        self.t0 = time.process_time()
+        self.sys: list[float] = []
+        self.faults: list[int] = []
+        self._mark()
+
+    def _mark(self):
+        self.t0, self.r0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
 
     def pass_on(self):
         other = 1 - self.me
         if not self.done[other]:
             self.sems[other].release()
             self.sems[self.me].acquire()
-        self.t0 = time.process_time()
+        self._mark()
 
     def get(self, cfg):
         return None
@@ -122,7 +140,10 @@ class _TurnStore:
     def log_epoch(self, cfg, rec):
         self.logged += 1
         if self.logged % self.members == 0:  # fit_many logs one record per member and epoch
+            r = resource.getrusage(resource.RUSAGE_SELF)
             self.cpu.append(time.process_time() - self.t0)
+            self.sys.append(r.ru_stime - self.r0.ru_stime)
+            self.faults.append(r.ru_minflt - self.r0.ru_minflt)
             self.pass_on()
 
     def save_checkpoint(self, cfg, state):
@@ -143,7 +164,8 @@ def _member(me: int, what: str, compiled: bool, args: dict, sems, done, queue) -
         fit(cfgs[0].replace(compile=False, n=2 * cfgs[0].batch_size, num_epochs=1), data_root=root, progress=False)
         store = _TurnStore(me, sems, done, len(cfgs))
         res = _train(cfgs, store, root)
-        out.update(epochs=_epochs(res), cpu=store.cpu, peak_rss_mib=_status_mib("VmHWM"),
+        out.update(epochs=_epochs(res), cpu=store.cpu, sys=store.sys, faults=store.faults,
+                   peak_rss_mib=_status_mib("VmHWM"),
                    train_loss=[r["train_loss"] for r in res], status=[r["status"] for r in res])
     except BaseException as e:  # noqa: BLE001 -- reported by the parent
         out["error"] = f"{type(e).__name__}: {e}"
@@ -186,7 +208,9 @@ def interleaved(what: str, args: dict) -> dict:
             "eager_peak_rss_mib": got[0]["peak_rss_mib"], "compiled_peak_rss_mib": got[1]["peak_rss_mib"],
             "rss_before_mib": got[0]["rss_before_mib"], "final_train_loss_max_rel_diff": loss_rel,
             "status": got[1]["status"], "eager_epochs": e, "compiled_epochs": c, "eager_cpu_epochs": got[0]["cpu"],
-            "compiled_cpu_epochs": got[1]["cpu"], "cached_epochs": got[1]["cached_epochs"]}
+            "compiled_cpu_epochs": got[1]["cpu"], "eager_sys_epochs": got[0]["sys"],
+            "compiled_sys_epochs": got[1]["sys"], "eager_minor_faults": got[0]["faults"],
+            "compiled_minor_faults": got[1]["faults"], "cached_epochs": got[1]["cached_epochs"]}
 
 
 def main(argv=None):
@@ -201,13 +225,18 @@ def main(argv=None):
     ap.add_argument("--data-root", default="", help="folder with cifar10-jpeg/ (empty: synthetic images)")
     ap.add_argument("--only", choices=["fit", "fit_many"], default=None)
     ap.add_argument("--keep-cache", action="store_true", help="use inductor's usual cache (no cold compile)")
+    ap.add_argument("--default-malloc", action="store_true",
+                    help=f"leave glibc's malloc as configured (default: GLIBC_TUNABLES={MALLOC_TUNABLES})")
     ap.add_argument("--out", default=str(Path(__file__).with_name("results_cpu_compile.json")))
     args = ap.parse_args(argv)
+    if not args.default_malloc:  # read by glibc when a process starts: applies to the spawned pair processes
+        os.environ["GLIBC_TUNABLES"] = ":".join(filter(None, [os.environ.get("GLIBC_TUNABLES"), MALLOC_TUNABLES]))
     meta = {"torch": torch.__version__, "cpu": cpu_model(), "machine": platform.machine(), "threads": args.threads,
             "cpus": os.cpu_count(), "load_start": os.getloadavg(), "width": args.width, "n": args.n,
             "batch_size": args.batch_size, "ghost_batch": 64, "epochs": args.epochs, "members": args.members,
             "data": "cifar10-jpeg" if args.data_root else "synthetic",
-            "memory": "peak RSS (VmHWM) of each process of a pair during its run"}
+            "memory": "peak RSS (VmHWM) of each process of a pair during its run",
+            "glibc_tunables": os.environ.get("GLIBC_TUNABLES", "")}
     print(json.dumps(meta), flush=True)
     rows = []
     for threads in args.threads:
@@ -220,8 +249,9 @@ def main(argv=None):
                    "wall_s": time.perf_counter() - t0}
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("epochs")}), flush=True)
-            for k in ("eager_epochs", "compiled_epochs", "eager_cpu_epochs", "compiled_cpu_epochs", "cached_epochs"):
-                print(f"  {k:<20} {[round(t, 2) for t in row[k]]}", flush=True)
+            for k in ("eager_epochs", "compiled_epochs", "eager_cpu_epochs", "compiled_cpu_epochs", "eager_sys_epochs",
+                      "compiled_sys_epochs", "eager_minor_faults", "compiled_minor_faults", "cached_epochs"):
+                print(f"  {k:<21} {[round(t, 2) for t in row[k]]}", flush=True)
     meta["load_end"] = os.getloadavg()
     Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"{'what':<9} {'M':>2} {'thr':>3} {'eager s/ep':>10} {'comp s/ep':>9} {'eager/comp (q1-q3)':>20} "

@@ -111,7 +111,7 @@ class YunTables:
         shown = ["subtable", col, "cells", "seeds", "verdict", "yellow_mean", "yellow_sd", "best_other",
                  "best_other_tf", "margin", "spread", "decided", "peak_tf", "peak_lo", "peak_hi", "yellow_tf",
                  "missing"]
-        return found[[c for c in shown if c in found]]
+        return found[[c for c in shown if c in found]].rename(columns={"missing": "runs_missing"})
 
     def verdict(self) -> str:
         """The notebook's one-line verdict over every table shown with :meth:`findings` (the cell tagged

@@ -18,10 +18,6 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-#: how a dataset that is not a ``RunConfig`` field value of ``report.DATASET_NAMES`` is named (ImageFolder runs)
-EXTRA_NAMES = {"synthetic-imagefolder": "synthetic images (pipeline check)"}
-
-
 def num(v, spec: str = ".2f", missing: str = "n/a") -> str:
     """``format(v, spec)``, or ``missing`` for None/NaN (a value whose runs are missing or all diverged)."""
     if v is None or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
@@ -30,25 +26,17 @@ def num(v, spec: str = ".2f", missing: str = "n/a") -> str:
 
 
 def label_of(dataset: str, synthetic: bool = False) -> str:
-    """The name of one dataset in tables and figures: ``report.dataset_label``'s names (a stand-in says it is
-    one), "synthetic images (pipeline check)" for synthetic data, else the dataset's own name."""
+    """The name of one dataset in tables and figures (``report.label_of``)."""
     from . import report
 
-    if synthetic or dataset in EXTRA_NAMES:
-        return EXTRA_NAMES.get(dataset, "synthetic images (pipeline check)")
-    return report.STAND_INS.get(dataset, report.DATASET_NAMES.get(dataset, dataset))
+    return report.label_of(dataset, synthetic)
 
 
 def data_label(cfgs) -> str:
-    """``report.dataset_label`` for any run configs: ``RunConfig`` and ``distributed.ImageFolderConfig`` (which has
-    no ``synthetic`` field; its synthetic folder is the dataset ``"synthetic-imagefolder"``). Distinct labels in
-    order, joined by ", "."""
-    labels = []
-    for c in cfgs:
-        label = label_of(c.dataset, bool(getattr(c, "synthetic", False)))
-        if label not in labels:
-            labels.append(label)
-    return ", ".join(labels)
+    """``report.dataset_label`` for any run configs (``RunConfig`` and ``distributed.ImageFolderConfig``)."""
+    from . import report
+
+    return report.dataset_label(cfgs)
 
 
 # ------------------------------------------------------------------------------------------- method comparisons

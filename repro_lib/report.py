@@ -176,7 +176,7 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
     return ax
 
 
-def _cfgs_of(results: pd.DataFrame, g: pd.DataFrame, sub) -> list:
+def _cfgs_of(results: pd.DataFrame, sub) -> list:
     """The configs of ``results``' sub-table ``sub`` (for the caption's data label); [] without a ``cfg`` column."""
     if "cfg" not in results:
         return []
@@ -206,7 +206,7 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
         ours, ymask = pivot_cells(g, value, col=col, row_keys=row_keys)
         theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=paper_rows)
         label = f"({sub})" if isinstance(sub, str) and sub else ""
-        data = f" — {dataset_label(g_cfgs)}" if (g_cfgs := _cfgs_of(results, g, sub)) else ""
+        data = f" — {dataset_label(g_cfgs)}" if (g_cfgs := _cfgs_of(results, sub)) else ""
         s_ours = style_grid(ours, ymask, caption=f"ours {label}{data}")
         s_paper = style_grid(theirs, ymask_p, caption=f"paper {label}")
         v_ours, v_paper = verdict(ours, ymask), verdict(theirs, ymask_p)
@@ -229,16 +229,27 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
 STAND_INS = {"cifar10-jpeg": "CIFAR-10 JPEG stand-in (not CIFAR-10 numbers)"}
 DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "tiny_imagenet": "Tiny ImageNet",
                  "imagenet": "ImageNet"}
+SYNTHETIC = "synthetic images (pipeline check)"
+#: datasets that are synthetic by name (``distributed.ImageFolderConfig`` has no ``synthetic`` field)
+SYNTHETIC_DATASETS = ("synthetic-imagefolder",)
+
+
+def label_of(dataset: str, synthetic: bool = False) -> str:
+    """The name of one dataset in tables and figures: ``DATASET_NAMES``, a stand-in's label (``STAND_INS``, which
+    says its accuracies are not the paper dataset's), :data:`SYNTHETIC`, else the dataset's own name."""
+    if synthetic or dataset in SYNTHETIC_DATASETS:
+        return SYNTHETIC
+    return STAND_INS.get(dataset, DATASET_NAMES.get(dataset, dataset))
 
 
 def dataset_label(results_or_cfgs) -> str:
-    """How the data of a sweep is named in its tables and figures: "CIFAR-10", "synthetic images (pipeline check)",
-    or the stand-in's label (``STAND_INS``), which says its accuracies are not the paper dataset's."""
+    """How the data of a sweep is named in its tables and figures (:func:`label_of` of every config: ``RunConfig``
+    or ``distributed.ImageFolderConfig``; a sweep result's ``cfg`` column), distinct labels in order, joined by
+    ", "."""
     cfgs = list(results_or_cfgs["cfg"]) if hasattr(results_or_cfgs, "columns") else list(results_or_cfgs)
     labels = []
     for c in cfgs:
-        label = ("synthetic images (pipeline check)" if c.synthetic
-                 else STAND_INS.get(c.dataset, DATASET_NAMES.get(c.dataset, c.dataset)))
+        label = label_of(c.dataset, bool(getattr(c, "synthetic", False)))
         if label not in labels:
             labels.append(label)
     return ", ".join(labels)

@@ -50,7 +50,7 @@ class YunTables:
         self.out_dir = Path(results_dir) / profile / notebook
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._found: dict[str, pd.DataFrame] = {}
-        self._claims: list[dict] = []
+        self._claims: dict[str, list[dict]] = {}  # table name -> its claim rows
 
     def summary(self) -> None:
         """Print per table: runs, model, data (SYNTHETIC when it is), width, epochs, N, B, and the GPU-hour
@@ -103,10 +103,9 @@ class YunTables:
         found = report.findings(results, col=col, yellow_tf=paper.yellow_factor(name))
         self._found[name] = found
         data = report.dataset_label(results)
-        self._claims = [c for c in self._claims if not c["item"].startswith(item)]
-        self._claims += report.claim_rows(found, paper="Yun et al. 2022", item=item, claim=claim, data=data,
-                                          col=col, results=results)
-        publish.record_claims(self.out_dir, self._claims)
+        self._claims[name] = report.claim_rows(found, paper="Yun et al. 2022", item=item, claim=claim, data=data,
+                                               col=col, results=results)
+        publish.record_claims(self.out_dir, [row for rows in self._claims.values() for row in rows])
         display(Markdown(f"**{item}** ({data}):\n\n" + report.say_findings(found, col=col)))
         shown = ["subtable", col, "cells", "seeds", "verdict", "yellow_mean", "yellow_sd", "best_other",
                  "best_other_tf", "margin", "spread", "decided", "peak_tf", "peak_lo", "peak_hi", "yellow_tf",

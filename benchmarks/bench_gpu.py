@@ -10,7 +10,8 @@ images (throughput does not depend on pixel values); evaluation excluded (``eval
 3. ``fit_many`` aggregate images/s for M = 1, 2, 4, 8, 16 at N = 3125 (B = 128) against M sequential ``fit``
    runs, plus peak memory against ``batched.member_bytes``; then M = 4 and 16 at N = 50000.
 4. ``compile=True`` at B = 128 (compile time reported separately: epoch 1).
-   ``--only compile`` / ``--only graphs``: just the compile rows / the ``cuda_graphs`` rows (``graphs_only``).
+   ``--only compile`` / ``--only graphs``: just the compile rows / the ``cuda_graphs`` rows (``graphs_only``);
+   ``--only core``: the four numbers a new card is first measured by (``core_only``, about a minute on an H200).
 5. Optional short real training (``--real-train``): Table 1's N = 12500 column on the carried CIFAR-10 JPEG subset.
 
     PYTHONPATH=. python benchmarks/bench_gpu.py --out $OUT/bench.json --budget-s 420
@@ -112,7 +113,7 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=64)
     ap.add_argument("--n", type=int, default=50000)
     ap.add_argument("--n-small", type=int, default=3125)
-    ap.add_argument("--only", default="", help="compile | graphs: run only those measurements")
+    ap.add_argument("--only", default="", help="compile | graphs | core: run only those measurements")
     args = ap.parse_args(argv)
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
@@ -142,6 +143,8 @@ def main(argv=None):
         return compile_only(args, base, path, tflops)
     if args.only == "graphs":
         return graphs_only(args, base, path, tflops)
+    if args.only == "core":
+        return core_only(args, base, path, tflops)
 
     for b in (128, 1024):
         cfg = base.replace(batch_size=b)
@@ -218,6 +221,22 @@ def compile_only(args, base, path, tflops):
     guarded(path, args.budget_s, "compile bf16", lambda: one("bf16"))
     guarded(path, args.budget_s, "compile many", many)
     guarded(path, args.budget_s, "compile fp32", lambda: one("fp32"))
+    dump(path)
+    print("done", time.time() - T0, flush=True)
+
+
+def core_only(args, base, path, tflops):
+    """The first numbers of a new card, in one process: the usual DataLoader loop, ``fit`` fp32 + CUDA graphs and
+    bf16 + CUDA graphs at B = 128 (N = ``--n``), then ``fit_many`` with 16 members (fp32 + graphs, N = ``--n-small``)
+    against one sequential graphed ``fit``. The rows of ``graphs_only`` without its B = 1024 and eager rows."""
+    cfg = base.replace(batch_size=128)
+    guarded(path, args.budget_s, "core reference", lambda: reference_row(path, cfg, args.epochs, tflops))
+    for flags in (dict(precision="fp32", cuda_graphs=True), dict(precision="bf16", cuda_graphs=True)):
+        tag = "fit " + " ".join(f"{k}={v}" for k, v in flags.items())
+        guarded(path, args.budget_s, f"core {tag}", lambda f=flags, tag=tag: fit_row(path, cfg.replace(**f), tag,
+                                                                                      tflops))
+    guarded(path, args.budget_s, "core many", lambda: many_rows(
+        path, base.replace(n=args.n_small, num_epochs=4, cuda_graphs=True), (16,), "fp32 graphs=True", tflops))
     dump(path)
     print("done", time.time() - T0, flush=True)
 

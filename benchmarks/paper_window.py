@@ -22,10 +22,11 @@ through ``train.fit``, as in ``fit_grouped``. A resume checkpoint of the paper's
 (weights, momentum, the angular tracker's previous weights), far more than a file brought back from the GPU
 machine may weigh, so progress within a run does not outlive the call: a group is sized to *finish* in the time
 left. The size comes from the measured H200 rates of ``experiments`` (``seconds_per_image``: one graphed run to a
-16-member stack), with evaluation and the periodic checkpoints added, rescaled by what this call has measured.
+16-member stack), with evaluation and the periodic checkpoints added, rescaled by what this call has measured
+(an H100 starts from its own measured scale, ``DEVICE_RATE_SCALE``).
 After ``--probe-epochs`` epochs past the first, a group projects its own end; if it would overrun, it stops at that
 epoch boundary with every member checkpointed in the store and the call goes on with as many of them as fit --
-they resume from those checkpoints.
+they resume from those checkpoints (never as large a group again).
 
 **Stopping.** ``fit`` and ``fit_many`` ask their checkpoint clock (``train.CheckpointClock``) once per finished
 epoch, after its evaluation; during a call that clock is this script's. It estimates the next epoch from the
@@ -66,7 +67,8 @@ the folder its files came back to::
 
 and read ``<files_at>/window.json`` for what was trained (``finished``, ``cut``, ``queue``). Time left on a warm
 machine after the call can go to a second call with a smaller ``--budget-s``, once the records are unpacked
-(the store travels with the working tree).
+(the store travels with the working tree); the warm machine still holds
+the git-ignored ``reports/checkpoints/`` of the first call, so its cut runs resume where they stopped.
 
 ``--plan-only`` prints the queue with each item's estimated GPU seconds (``experiments.estimate_gpu_hours``) and
 what the store already holds; ``--tiny`` is the same code at smoke size on the CPU (width 4, N/100, B = 16, a few
@@ -116,6 +118,9 @@ OUT_FILE_LIMIT = 16 * 2 ** 20  # what one file back from the GPU machine may wei
 # until measured: a group's fixed cost until its first epoch ends (build, stack, graph capture), and the seconds to
 # write M checkpoints at a stop (GPU, ~90 MB each; --tiny: the CPU at width 4)
 FIRST_SETUP_S = {"gpu": 20.0, "tiny": 0.5}
+# the time model is the H200's; a card measured slower starts from its measured scale (the ``rate_scale`` of its
+# window.json: two H100 80GB HBM3 calls measured 1.187 and 1.198) so that its first group is not oversized
+DEVICE_RATE_SCALE = {"H100": 1.19}
 STOP_S = {"gpu": (1.0, 0.25), "tiny": (0.1, 0.05)}
 
 
@@ -324,7 +329,7 @@ class Monitor:
         elif self.probe_epochs and len(self.intervals) == self.probe_epochs + 1:
             train_s = remaining * mean
             rounds = train_s / every_s if every_s > 0 else remaining
-            if t + 1.02 * train_s + (rounds + 1) * stop_s > self.deadline:
+            if t + train_s + (rounds + 1) * stop_s > self.deadline:  # Rates.group_s without the set-up
                 reason = "shrink"
         if reason is not None:
             self.stopping, self.t_stop = reason, t
@@ -549,6 +554,7 @@ class Window:
         self.done_before = set(self.results)
         self.skipped: set[str] = set()  # runs given up on in this call (an error)
         self.rates = Rates(args.tiny)
+        self.shrunk_from = 0  # size of the group that its probe has just cut
         self.max_members = args.max_members or (int(items[0].plan.attrs.get("max_members", 16)) if items else 16)
         self.data_root = None
         self.log = {
@@ -652,6 +658,11 @@ class Window:
         cands = [c for c in segment if self.epoch_of(c.hash) == e0]
         cfg = cands[0]
         cap = self.max_members
+        if self.shrunk_from:  # the group just cut by its probe goes on smaller (never restarts at the same size)
+            cap = min(cap, self.shrunk_from - 1)
+            self.shrunk_from = 0
+            if cap == 0:
+                return None, "the probe of a single run projected that it does not finish in the time left"
         budget = batched.default_memory_budget(cfg.device)
         if budget is not None:
             cap = max(1, min(cap, budget // batched.member_bytes(cfg)))
@@ -710,6 +721,8 @@ class Window:
         self.refresh(group)
         if mon.intervals:
             self.rates.update(group[0], len(group), mon)
+        if status == "shrink":
+            self.shrunk_from = len(group)
         if status in ("budget", "shrink"):
             self.log["cut"] = [c for c in self.log["cut"] if c["hash"] not in hs] + [
                 {"hash": h, "epoch": mon.epoch, "reason": status} for h in hs if not self.done(h)]
@@ -748,6 +761,7 @@ class Window:
             self.log["data_s"] = round(now() - self.t0, 2)
             dev = train_mod.resolve_device(pending[0].device)
             self.log["device"] = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+            self.rates.scale = next((v for k, v in DEVICE_RATE_SCALE.items() if k in self.log["device"]), 1.0)
             while True:
                 group, why = self.next_group()
                 if group is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 #: columns of the results table, in order
@@ -68,7 +69,9 @@ def notebook_parameters(executed: str | os.PathLike) -> dict:
 def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
     """One dict per claim of every published notebook (``claims.json`` beside it), with the profile and the link
     to the executed notebook (relative to the repository root); a published notebook without claims gets one row
-    that says so."""
+    that says so. Consecutive claims of one notebook that no run has reached yet (verdict "n/a", no training
+    minutes) share one row ("not run yet"); ``seeds`` reads "lo–hi" where the cells of a column hold different
+    numbers of finished seeds."""
     root = Path(reports)
     rows = []
     for nb in published_notebooks(root):
@@ -80,14 +83,41 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
             rows.append({"paper": "", "item": nb.stem, "claim": "(no claim with a computed verdict)",
                          "profile": profile, "data": "", "seeds": "", "verdict": "", "peak tuning factor": "",
                          "train min": "", "notebook": link})
-        for c in claims:
+        pending: list[dict] = []  # claims no run has reached yet, in a row
+        for c in [*claims, None]:
+            if c is not None and _not_run(c) and (not pending or pending[0]["claim"] == c["claim"]):
+                pending.append(c)
+                continue
+            if pending:
+                rows.append(_not_run_row(pending, profile, link))
+                pending = []
+            if c is None:
+                break
+            if _not_run(c):
+                pending.append(c)
+                continue
             minutes = c.get("train_minutes")
+            lo, hi = c["seeds"], c.get("seeds_max", c["seeds"])
             rows.append({"paper": c["paper"], "item": c["item"], "claim": c["claim"], "profile": profile,
-                         "data": c["data"], "seeds": str(c["seeds"]), "verdict": c["verdict"],
+                         "data": c["data"], "seeds": f"{lo}–{hi}" if hi != lo else str(lo), "verdict": c["verdict"],
                          "peak tuning factor": c.get("peak_tf", ""),
                          "train min": "" if minutes is None or not math.isfinite(minutes) else f"{minutes:.0f}",
                          "notebook": link})
     return rows
+
+
+def _not_run(claim: dict) -> bool:
+    """A claim whose verdict has no run behind it yet (every run of its column missing)."""
+    return str(claim.get("verdict", "")).startswith("n/a") and not claim.get("train_minutes")
+
+
+def _not_run_row(claims: list[dict], profile: str, link: str) -> dict:
+    c = claims[0]
+    missing = [int(m.group(1)) for x in claims if (m := re.search(r"(\d+) runs? missing", str(x["verdict"])))]
+    item = c["item"] if len(claims) == 1 else f"{c['item']} … {claims[-1]['item']} ({len(claims)} columns)"
+    return {"paper": c["paper"], "item": item, "claim": c["claim"], "profile": profile, "data": c["data"],
+            "seeds": "0", "verdict": "not run yet" + (f" ({sum(missing)} runs)" if missing else ""),
+            "peak tuning factor": "", "train min": "", "notebook": link}
 
 
 def summary(reports: str | os.PathLike = "reports") -> str:

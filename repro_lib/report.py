@@ -69,11 +69,12 @@ def _rank_in_column(col: pd.Series) -> pd.Series:
 
 
 def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", precision: int = 2,
-               missing: dict | None = None):
+               missing: dict | None = None, sd: pd.DataFrame | None = None):
     """Paper-style Styler: yellow cells, bold best per column, blanks for empty cells (every seed diverged).
 
     ``missing``: ``{(row key, column): runs missing}`` (default: ``grid.attrs["missing"]`` from ``pivot_cells``);
-    such a cell reads "missing" (grey) when it has no value, else "<mean> (k missing)"."""
+    such a cell reads "missing" (grey) when it has no value, else "<mean> (k missing)". ``sd``: a grid like
+    ``grid`` of standard deviations over seeds; a cell with one reads "<mean> ± <sd>" (ranks use the means)."""
     ranks = grid.apply(_rank_in_column)
     missing = _missing_of(grid, missing)
 
@@ -87,9 +88,17 @@ def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", prec
         return out
 
     sty = grid.style.apply(css, axis=None).format(precision=precision, na_rep="")
+    texts = {}
+    if sd is not None:
+        for key in grid.index:
+            for c in grid.columns:
+                v, e = grid.loc[key, c], sd.loc[key, c] if key in sd.index and c in sd.columns else math.nan
+                if pd.notna(v) and pd.notna(e):
+                    texts[(key, c)] = f"{v:.{precision}f} ± {e:.{precision}f}"
     for (key, c), k in missing.items():
         v = grid.loc[key, c]
-        text = "missing" if pd.isna(v) else f"{v:.{precision}f} ({k} missing)"
+        texts[(key, c)] = "missing" if pd.isna(v) else f"{texts.get((key, c), f'{v:.{precision}f}')} ({k} missing)"
+    for (key, c), text in texts.items():
         sty = sty.format(lambda _, t=text: t, subset=pd.IndexSlice[[key], [c]])
     if caption:
         sty = sty.set_caption(caption)
@@ -205,9 +214,12 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
     for sub, g in agg.groupby("subtable", sort=True, dropna=False):
         ours, ymask = pivot_cells(g, value, col=col, row_keys=row_keys)
         theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=paper_rows)
+        seeds = g["runs"] - g["diverged"] - g["missing"]  # finished runs of each cell
+        sd, _ = pivot_cells(g.assign(_sd=g["std"].where(seeds > 1)), "_sd", col=col, row_keys=row_keys)
         label = f"({sub})" if isinstance(sub, str) and sub else ""
         data = f" — {dataset_label(g_cfgs)}" if (g_cfgs := _cfgs_of(results, sub)) else ""
-        s_ours = style_grid(ours, ymask, caption=f"ours {label}{data}")
+        spread = "; mean ± sd over seeds" if sd.notna().any().any() else ""
+        s_ours = style_grid(ours, ymask, caption=f"ours {label}{data}{spread}", sd=sd)
         s_paper = style_grid(theirs, ymask_p, caption=f"paper {label}")
         v_ours, v_paper = verdict(ours, ymask), verdict(theirs, ymask_p)
         miss = ours.attrs.get("missing", {})
@@ -333,6 +345,7 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
                else (yellow_tf if yellow_tf is not None else math.nan))
         row = dict(zip(keys, key))
         row.update(cells=cells.ngroups, seeds=int(stats["count"].fillna(0).min()) if len(stats) else 0,
+                   seeds_max=int(stats["count"].fillna(0).max()) if len(stats) else 0,
                    missing=int((g["status"] == MISSING).sum()), yellow_tf=ytf)
         means = stats["mean"].dropna()
         if ytf in means.index and len(means) > 1:
@@ -452,7 +465,8 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
                 sel &= results["subtable"].astype(str) == str(r["subtable"])
             minutes = float(pd.to_numeric(results.loc[sel, "seconds"], errors="coerce").sum()) / 60
         rows.append({"paper": paper, "item": f"{item}{sub}, {label} = {r[col]:g}", "claim": claim, "data": data,
-                     "seeds": int(r["seeds"]), "verdict": verdict_text(r), "peak_tf": peak_text(r),
+                     "seeds": int(r["seeds"]), "seeds_max": int(r.get("seeds_max", r["seeds"])),
+                     "verdict": verdict_text(r), "peak_tf": peak_text(r),
                      "train_minutes": minutes})
     return rows
 

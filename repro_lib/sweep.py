@@ -121,7 +121,8 @@ def _num(v) -> float:
 
 
 def aggregate(df: pd.DataFrame, by: list[str], value: str = "test_acc") -> pd.DataFrame:
-    """Mean of ``value`` over the finished runs per group, plus ``std``, ``runs`` (rows of the group),
+    """Mean of ``value`` over the finished runs per group, plus ``std`` (the sample standard deviation over them,
+    as ``report.findings`` uses; NaN for a single run), ``runs`` (rows of the group),
     ``diverged`` and ``missing`` (runs the store does not hold, ``run_sweep(collect=True)``) columns.
     ``value`` is NaN both when every run diverged (``diverged == runs``) and when none is there yet
     (``missing > 0``): the two counts tell them apart."""
@@ -129,7 +130,7 @@ def aggregate(df: pd.DataFrame, by: list[str], value: str = "test_acc") -> pd.Da
     def agg(g):
         ok = g[g["status"] == "finished"][value]
         return pd.Series({value: ok.mean() if len(ok) else math.nan,
-                          "std": ok.std(ddof=0) if len(ok) else math.nan,
+                          "std": ok.std(ddof=1) if len(ok) > 1 else math.nan,
                           "runs": len(g), "diverged": int((g["status"] == "diverged").sum()),
                           "missing": int((g["status"] == MISSING).sum())})
 

@@ -32,7 +32,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
+import shutil
 import time
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -104,6 +107,16 @@ def _finite_params(model) -> bool:
     return bool(torch.stack(ps).all()) if ps else True  # one host sync per epoch, not one per tensor
 
 
+def cpu_compiler() -> str | None:
+    """Path of the C++ compiler that ``torch.compile`` would call on the CPU (``$CXX``, else ``g++``, ``c++`` or
+    ``clang++`` on the PATH), or None: without one, ``compile=True`` on the CPU trains eagerly with a warning."""
+    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        path = shutil.which(name) if name else None
+        if path:
+            return path
+    return None
+
+
 class FastPath:
     """The fast-path flags of a ``RunConfig`` applied to one model on one device (shared by ``fit`` and
     ``batched.fit_many``): ``prepare(model)`` returns the module to call for the forward pass of a full training
@@ -122,6 +135,11 @@ class FastPath:
         self.bf16 = cfg.precision == "bf16"
         self.channels_last = cfg.channels_last and self.cuda
         self.compile = cfg.compile
+        if self.compile and not self.cuda and cpu_compiler() is None:
+            warnings.warn("compile=True: no C++ compiler found for torch.compile's CPU backend (set CXX, or install "
+                          "g++ or clang++); training eagerly instead (the same arithmetic, slower)", RuntimeWarning,
+                          stacklevel=3)
+            self.compile = False
         self.graphs = cfg.cuda_graphs  # StaticStep; captured as a CUDA graph on CUDA, plain static buffers on CPU
         self.static = self.graphs or self.compile  # training steps through StaticStep (full batches vs ragged)
         if self.cuda:

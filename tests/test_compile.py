@@ -248,3 +248,23 @@ def test_fit_many_compile_matches_eager(device, deterministic):
     for ra, rb in zip(ref, got):
         assert rb["status"] == "finished"
         _assert_close_histories(ra["history"], rb["history"], rtol=1e-3)
+
+
+def test_compile_without_a_cpu_compiler_trains_eagerly_with_a_warning(tiny_model, monkeypatch, fresh_dynamo):
+    """No ``$CXX`` and no g++/c++/clang++ on the PATH: ``compile=True`` on the CPU warns once and runs the eager
+    step (bit-identical history, nothing compiled) instead of failing inside inductor."""
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(train.shutil, "which", lambda name: None)
+    assert train.cpu_compiler() is None
+    cfg = _cfg(num_epochs=2)
+    ref = train.fit(cfg, progress=False, eval_batch_size=EVAL_BATCH)
+    with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler"):
+        got = train.fit(cfg.replace(compile=True), progress=False, eval_batch_size=EVAL_BATCH)
+    assert [h["train_loss"] for h in got["history"]] == [h["train_loss"] for h in ref["history"]]
+    assert _compiles() == (0, 0, 0)
+
+
+def test_cpu_compiler_prefers_cxx(monkeypatch):
+    monkeypatch.setenv("CXX", "my-cxx")
+    monkeypatch.setattr(train.shutil, "which", lambda name: f"/opt/bin/{name}" if name == "my-cxx" else None)
+    assert train.cpu_compiler() == "/opt/bin/my-cxx"

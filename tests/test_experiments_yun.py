@@ -2,12 +2,13 @@
 shrunk profile keeps each cell's tuning factor N*eta*lambda/(B(1-mu)) (Eq. 27), and the yellow cells are those at
 the table's declared factor."""
 import math
+from collections import Counter
 
 import pytest
 import torch
 
 from repro_lib import data as data_mod
-from repro_lib import experiments, paper
+from repro_lib import batched, experiments, paper
 from repro_lib.config import PROFILES
 from repro_lib.models import create
 from repro_lib.schedules import build_schedule
@@ -158,3 +159,24 @@ def test_large_batch_small_n_keeps_the_last_partial_batch():
     d = data_mod.ImageTensors(x, torch.zeros(cfg.n, dtype=torch.int64), "t", 10, (0, 0, 0), (1, 1, 1))
     sizes = [len(y) for _, y in data_mod.TensorBatches(d, cfg.batch_size, train=True, augment=False).epoch(0)]
     assert sizes == [2048, 1077]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in experiments.EXPERIMENTS if n.startswith("yun2022_")))
+def test_cpu_profile_compiles_where_a_batch_shape_recurs(name):
+    """compile=True (a compile of about a minute per batch shape, then 1.24x per epoch on 2 CPU threads) only where
+    every batch shape of the cpu plan is trained by at least two stacked groups; never for DenseNet-100, Table 5
+    (five batch sizes, one group each) or the Sec. 3 probe (single runs, measured slower compiled); the gpu/paper
+    profiles use CUDA graphs instead (the two are exclusive)."""
+    plan = experiments.get(name).plan("cpu")
+    cfgs = list(plan.cfg)
+    groups = batched.group_configs(cfgs, max_members=plan.attrs.get("max_members", 3))
+    shapes = Counter((cfgs[g[0]].batch_size, len(g)) for g in groups)
+    on = {c.compile for c in cfgs}
+    assert len(on) == 1, f"{name}: one compile setting per notebook grid"
+    if on == {True}:
+        assert all(c.model == "resnet18" for c in cfgs) and min(shapes.values()) >= 2, shapes
+    if name in ("yun2022_section3", "yun2022_table5", "yun2022_table8", "yun2022_table10"):
+        assert on == {False}
+    if name in ("yun2022_table1", "yun2022_table2", "yun2022_table6"):
+        assert on == {True}
+    assert not any(c.compile for c in experiments.get(name).plan("paper").cfg)

@@ -174,3 +174,26 @@ def test_group_too_long_for_the_budget_shrinks(carried, tmp_path, monkeypatch):
                for r in first["runs"] if r["hash"] not in finished)
     assert not log["checkpoints"]["carried"] and "restart" in log["checkpoints"]["note"]
     assert not (out / "checkpoints.tar.gz").exists() and (out / "window.json").is_file()
+
+
+def test_a_cut_group_goes_on_smaller_even_where_the_estimate_says_it_fits(carried, tmp_path, monkeypatch):
+    """The probe and the group planner use one time model; even where the planner's estimate (forced here to 0 s)
+    says the cut group would fit, the next group from its members is smaller, so a shrink never restarts the same
+    group; a single run cut by its probe ends the call."""
+    _, gpu_data, _ = carried
+    monkeypatch.setattr(pw, "OUT_FILE_LIMIT", 1024)
+    real_log = pw.WindowStore.log_epoch
+
+    def slow_log(self, cfg, metrics):
+        time.sleep(0.25)
+        real_log(self, cfg, metrics)
+
+    monkeypatch.setattr(pw.WindowStore, "log_epoch", slow_log)
+    monkeypatch.setattr(pw.Rates, "group_s", lambda self, cfg, members, epochs: 0.0)
+    log = pw.main(["--tiny", "--epochs", "12", "--max-runs", "2", "--max-members", "2", *SEED_ARGS,
+                   "--budget-s", "6", "--reserve-s", "0", "--probe-epochs", "1", "--store", str(tmp_path / "s"),
+                   "--out", str(tmp_path / "o"), "--data-root", str(gpu_data)])
+    sizes = [(g["members"], g["status"]) for g in log["groups"]]
+    assert sizes[0] == (2, "shrink") and sizes[1][0] == 1, sizes
+    if sizes[1][1] == "shrink":
+        assert len(sizes) == 2 and "single run" in log["stopped"]

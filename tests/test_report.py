@@ -73,7 +73,25 @@ def test_table_report_pairs_our_cells_with_the_papers():
     html, v = report.table_report(pd.DataFrame(plan))
     assert "Reproduced (a)" in html and "Paper (a)" in html
     assert v.iloc[0]["ours"] == "best" and v.iloc[0]["paper"] == "best"
-    assert "52.00" in html  # mean of 51 and 53
+    assert "52.00 ± 1.41" in html  # mean of 51 and 53, sample sd over the two seeds
+    assert "mean ± sd over seeds" in html
+
+
+def test_table_cells_show_the_seed_sd_and_what_is_missing():
+    """A cell of several finished seeds reads "mean ± sd" (sample sd, as the findings use), a single run its value
+    alone, a partial cell "(k missing)" after it; ranks (bold) use the means."""
+    plan = []
+    for r, seeds in enumerate([((0, 70.0), (1, 74.0), (2, 72.0)), ((0, 80.0),), ((0, 60.0), (1, 62.0))]):
+        for seed, acc in seeds:
+            plan.append({"subtable": "a", "row": r, "n": 500, "paper_n": 12500, "lr": 0.1 * (r + 1),
+                         "weight_decay": 1e-4, "paper_lr": 0.1 * (r + 1), "paper_weight_decay": 1e-4,
+                         "yellow": r == 0, "paper_accuracy": 90.0, "seed": seed, "status": "finished",
+                         "test_acc": acc})
+    plan.append({**plan[-1], "seed": 2, "status": "missing", "test_acc": math.nan})
+    html, v = report.table_report(pd.DataFrame(plan))
+    assert "72.00 ± 2.00" in html and "61.00 ± 1.41 (1 missing)" in html
+    assert re.search(r">80.00<", html) and "80.00 ±" not in html
+    assert v.iloc[0]["ours"].startswith("second")
 
 
 def test_plot_angular_draws_the_prediction_until_the_first_lr_decay():

@@ -60,6 +60,24 @@ def test_summary_one_row_per_claim_and_a_row_for_a_notebook_without_claims(tmp_p
     assert "no claim with a computed verdict" in lines[3]
 
 
+def test_summary_folds_columns_not_run_yet_and_shows_the_seed_range(tmp_path):
+    root = tmp_path / "reports"
+    (root / "paper" / "nb").mkdir(parents=True)
+    (root / "paper" / "nb.ipynb").write_text(json.dumps({"cells": [], "metadata": {}}))
+    claim = {"paper": "Yun et al. 2022", "claim": "yellow best", "data": "CIFAR-10", "peak_tf": ""}
+    publish.record_claims(root / "paper" / "nb", [
+        {**claim, "item": "Table 1 (a), N = 3125", "seeds": 0, "seeds_max": 3, "verdict": "best (provisional)",
+         "train_minutes": 7.0},
+        *({**claim, "item": f"Table 1 (a), N = {n}", "seeds": 0, "verdict": "n/a (21 runs missing)",
+           "train_minutes": 0.0} for n in (6250, 12500, 25000)),
+        {**claim, "item": "Table 1 (b), N = 3125", "seeds": 2, "verdict": "second", "train_minutes": 3.0}])
+    rows = publish.summary_rows(root)
+    assert [r["item"] for r in rows] == ["Table 1 (a), N = 3125", "Table 1 (a), N = 6250 … Table 1 (a), N = 25000 "
+                                         "(3 columns)", "Table 1 (b), N = 3125"]
+    assert rows[0]["seeds"] == "0–3" and rows[2]["seeds"] == "2"
+    assert rows[1]["verdict"] == "not run yet (63 runs)" and rows[1]["train min"] == ""
+
+
 def test_readme_block_round_trip(tmp_path):
     root = _fake_reports(tmp_path)
     readme = tmp_path / "README.md"

@@ -18,6 +18,7 @@ there until the notebook is run again.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -83,26 +84,21 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
             rows.append({"paper": "", "item": nb.stem, "claim": "(no claim with a computed verdict)",
                          "profile": profile, "data": "", "seeds": "", "verdict": "", "peak tuning factor": "",
                          "train min": "", "notebook": link})
-        pending: list[dict] = []  # claims no run has reached yet, in a row
-        for c in [*claims, None]:
-            if c is not None and _not_run(c) and (not pending or pending[0]["claim"] == c["claim"]):
-                pending.append(c)
+        # consecutive claims that no run has reached yet (key: their claim) fold into one row; the rest (key None)
+        # get a row each
+        for key, group in itertools.groupby(claims, key=lambda c: c["claim"] if _not_run(c) else None):
+            group = list(group)
+            if key is not None:
+                rows.append(_not_run_row(group, profile, link))
                 continue
-            if pending:
-                rows.append(_not_run_row(pending, profile, link))
-                pending = []
-            if c is None:
-                break
-            if _not_run(c):
-                pending.append(c)
-                continue
-            minutes = c.get("train_minutes")
-            lo, hi = c["seeds"], c.get("seeds_max", c["seeds"])
-            rows.append({"paper": c["paper"], "item": c["item"], "claim": c["claim"], "profile": profile,
-                         "data": c["data"], "seeds": f"{lo}–{hi}" if hi != lo else str(lo), "verdict": c["verdict"],
-                         "peak tuning factor": c.get("peak_tf", ""),
-                         "train min": "" if minutes is None or not math.isfinite(minutes) else f"{minutes:.0f}",
-                         "notebook": link})
+            for c in group:
+                minutes = c.get("train_minutes")
+                lo, hi = c["seeds"], c.get("seeds_max", c["seeds"])
+                rows.append({"paper": c["paper"], "item": c["item"], "claim": c["claim"], "profile": profile,
+                             "data": c["data"], "seeds": f"{lo}–{hi}" if hi != lo else str(lo),
+                             "verdict": c["verdict"], "peak tuning factor": c.get("peak_tf", ""),
+                             "train min": "" if minutes is None or not math.isfinite(minutes) else f"{minutes:.0f}",
+                             "notebook": link})
     return rows
 
 

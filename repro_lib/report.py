@@ -90,9 +90,10 @@ def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", prec
     sty = grid.style.apply(css, axis=None).format(precision=precision, na_rep="")
     texts = {}
     if sd is not None:
+        sd = sd.reindex_like(grid)
         for key in grid.index:
             for c in grid.columns:
-                v, e = grid.loc[key, c], sd.loc[key, c] if key in sd.index and c in sd.columns else math.nan
+                v, e = grid.loc[key, c], sd.loc[key, c]
                 if pd.notna(v) and pd.notna(e):
                     texts[(key, c)] = f"{v:.{precision}f} ± {e:.{precision}f}"
     for (key, c), k in missing.items():
@@ -214,8 +215,7 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
     for sub, g in agg.groupby("subtable", sort=True, dropna=False):
         ours, ymask = pivot_cells(g, value, col=col, row_keys=row_keys)
         theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=paper_rows)
-        seeds = g["runs"] - g["diverged"] - g["missing"]  # finished runs of each cell
-        sd, _ = pivot_cells(g.assign(_sd=g["std"].where(seeds > 1)), "_sd", col=col, row_keys=row_keys)
+        sd, _ = pivot_cells(g, "std", col=col, row_keys=row_keys)  # NaN where a cell has under two finished runs
         label = f"({sub})" if isinstance(sub, str) and sub else ""
         data = f" — {dataset_label(g_cfgs)}" if (g_cfgs := _cfgs_of(results, sub)) else ""
         spread = "; mean ± sd over seeds" if sd.notna().any().any() else ""

@@ -37,6 +37,19 @@ def plans(names, profile: str, seed: int = 0, device: str = "auto", dataset: str
     return out
 
 
+def grid(plan: pd.DataFrame) -> pd.DataFrame:
+    """The distinct cells of a plan, one row each: the paper's (N, B, η, λ) beside ours and the tuning factor
+    N·η·λ/(B(1−μ)) both share (a shrunk profile divides N and B and multiplies η or λ so that it is kept), the
+    yellow flag and the number of seeds."""
+    paper_cols = ["subtable", "paper_n", "paper_batch_size", "paper_lr", "paper_weight_decay"]
+    ours = ["n", "batch_size", "lr", "weight_decay", "tuning_factor", "yellow"]
+    keys = [c for c in paper_cols + ours if c in plan]
+    out = plan.groupby(keys, sort=False, dropna=False).size().rename("seeds").reset_index()
+    return out.rename(columns={"paper_n": "paper N", "paper_batch_size": "paper B", "paper_lr": "paper η",
+                               "paper_weight_decay": "paper λ", "n": "N", "batch_size": "B", "lr": "η",
+                               "weight_decay": "λ", "tuning_factor": "TF"})
+
+
 class YunTables:
     """One Yun et al. notebook's tables: their plans, the output folder ``<results_dir>/<profile>/<notebook>/``
     (created), a printed summary, and the sweep. A bad parameter is a ``ValueError`` naming it, raised here."""
@@ -53,8 +66,10 @@ class YunTables:
         self._claims: dict[str, list[dict]] = {}  # table name -> its claim rows
 
     def summary(self) -> None:
-        """Print per table: runs, model, data (SYNTHETIC when it is), width, epochs, N, B, and the GPU-hour
-        estimates of this profile and of the gpu and paper profiles."""
+        """Print per table what the chosen profile trains, computed from its plan (so the text cannot drift from
+        the grid): runs, model, data (SYNTHETIC when it is), width, epochs and LR schedule, seeds, test images,
+        image-epochs, the grid (:func:`grid`: each paper cell beside our N, B, η, λ and its tuning factor), and
+        the GPU-hour estimates of this profile and of the gpu and paper profiles."""
         from . import experiments
 
         for name, plan in self.plans.items():
@@ -63,6 +78,13 @@ class YunTables:
                   f"dataset={cfg0.dataset}{' (SYNTHETIC)' if cfg0.synthetic else ''}, width={cfg0.width}, "
                   f"epochs={cfg0.num_epochs}, N={sorted(int(v) for v in plan.n.unique())}, "
                   f"B={sorted(int(v) for v in plan.batch_size.unique())}")
+            seeds = sorted(int(c.seed) for c in plan.cfg)
+            schedule = cfg0.schedule + (f" {dict(cfg0.schedule_kwargs)}" if cfg0.schedule_kwargs else
+                                        " (÷10 at 1/2 and 3/4 of the epochs)" if cfg0.schedule == "step" else "")
+            print(f"  seeds {sorted(set(seeds))} ({len(plan) // max(1, len(set(seeds)))} cells), LR schedule "
+                  f"{schedule}, test images: {'the full test set' if not cfg0.n_test else f'the first {cfg0.n_test}'}, "
+                  f"{sum(c.n * c.num_epochs for c in plan.cfg) / 1e6:.2f}M image-epochs")
+            print("  " + grid(plan).to_string(index=False).replace("\n", "\n  "))
             gpu_h = {p: experiments.estimate_gpu_hours(experiments.get(name).plan(p)) for p in ("gpu", "paper")}
             print(f"  estimated GPU-hours (measured H200 rates, README: Throughput): this profile "
                   f"{experiments.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}")

@@ -2,6 +2,7 @@
 shrunk profile keeps each cell's tuning factor N*eta*lambda/(B(1-mu)) (Eq. 27), and the yellow cells are those at
 the table's declared factor."""
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -180,3 +181,24 @@ def test_cpu_profile_compiles_where_a_batch_shape_recurs(name):
     if name in ("yun2022_table1", "yun2022_table2", "yun2022_table6"):
         assert on == {True}
     assert not any(c.compile for c in experiments.get(name).plan("paper").cfg)
+
+
+def test_summary_prints_the_grid_the_profile_trains(tmp_path, capsys):
+    """The set-up cell's description of a profile comes from its plan: every cell with the paper's (N, B, η, λ)
+    beside ours, the seeds and the test set, so the notebook cannot describe a grid it does not train."""
+    from repro_lib.yun_tables import YunTables, grid
+
+    plan = experiments.get("yun2022_table1").plan("cpu")
+    g = grid(plan)
+    assert len(g) == 10 and set(g.seeds) == {3} and g.yellow.sum() == 2
+    # ours keeps the paper's tuning factor, N·η·λ/(B(1−μ)) with μ = 0.9
+    for row in g.itertuples():
+        ours = row.N * row.η * row.λ / (row.B * 0.1)
+        theirs = getattr(row, "_2") * getattr(row, "_4") * getattr(row, "_5") / (getattr(row, "_3") * 0.1)
+        assert math.isclose(ours, row.TF, rel_tol=1e-9) and math.isclose(theirs, row.TF, rel_tol=1e-9)
+    YunTables("yun2022_table1", ["yun2022_table1"], profile="cpu", results_dir=tmp_path).summary()
+    out = capsys.readouterr().out
+    assert "seeds [0, 1, 2] (10 cells)" in out and "the full test set" in out and "2.25M image-epochs" in out
+    assert len(re.findall(r"True +3\n", out)) == 2 and "paper η" in out  # the two yellow cells, 3 seeds each
+    YunTables("yun2022_table1", ["yun2022_table1"], profile="smoke", results_dir=tmp_path).summary()
+    assert "test images: the first 200" in capsys.readouterr().out

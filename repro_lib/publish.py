@@ -162,7 +162,11 @@ def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
     * a run the notebook would ask for today that it did not ask for when it was published (its ``*.csv`` files
       name the hashes of the runs it showed, ``sweep.run_sweep``'s ``hash`` column): a changed grid or a bumped
       ``config.RESULTS_VERSION``;
-    * a run it showed as finished or diverged whose record is not in ``reports/runs/``.
+    * a run it showed as finished or diverged whose record is not in ``reports/runs/``;
+    * a run whose record was trained with another value of a field that is not hashed but rounds differently
+      (``ROUNDING_FIELDS``: ``compile``, ``channels_last``) than the notebook's plan asks for today: the same
+      experiment, but ``make reproduce`` would not give the published numbers (at one seed the difference can
+      reorder two neighbouring cells).
 
     A run the published notebook itself shows as "missing" (a grid still accumulating) is not stale. A notebook
     whose files name no hashes is held to every run of its grid. Empty lists everywhere: the published notebooks
@@ -187,8 +191,21 @@ def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
             continue
         published = set(shown["hash"])
         done = set(shown.loc[shown["status"].isin(["finished", "diverged"]), "hash"])
-        out[str(nb)] = [h for h in current if h not in published] + sorted(h for h in done if not have(h))
+        out[str(nb)] = ([h for h in current if h not in published] + sorted(h for h in done if not have(h))
+                        + sorted({c.hash for plan in notebook_plans(nb, profile, params) for c in plan["cfg"]
+                                  if c.hash in done and have(c.hash) and _rounds_otherwise(root, c)}))
     return out
+
+
+#: Config fields outside the run hash that still change the arithmetic's rounding (the same experiment, other
+#: last bits): a published record must have been trained with the values its notebook's plan asks for today.
+ROUNDING_FIELDS = ("compile", "channels_last")
+
+
+def _rounds_otherwise(root: Path, cfg) -> bool:
+    """Whether the record of ``cfg`` in ``root/runs`` was trained with other ``ROUNDING_FIELDS`` than ``cfg``."""
+    stored = json.loads((root / "runs" / f"{cfg.hash}.json").read_text()).get("config", {})
+    return any(f in stored and stored[f] != getattr(cfg, f) for f in ROUNDING_FIELDS)
 
 
 def rerender(reports: str | os.PathLike = "reports", names=None, log=print) -> list:

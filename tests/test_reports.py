@@ -125,7 +125,16 @@ def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path
     assert (csv.status == "finished").all() and len(csv) == len(before)
     assert publish.notebook_parameters(reports / "smoke" / "yun2022_table1.ipynb")["collect"] is True
     assert read_verdict(reports / "smoke" / "yun2022_table1.ipynb").startswith("table1: yellow cell:")
-    victim = sorted(runs.glob("*.json"))[0]
+    # a record trained with another compile flag (not hashed, other rounding) than the plan asks for: stale
+    import json
+
+    odd, victim = sorted(runs.glob("*.json"))[:2]
+    rec = json.loads(odd.read_text())
+    rec["config"]["compile"] = not rec["config"]["compile"]
+    odd.write_text(json.dumps(rec))
+    assert publish.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")] == [odd.stem]
+    rec["config"]["compile"] = not rec["config"]["compile"]
+    odd.write_text(json.dumps(rec))
     victim.unlink()  # a run the notebook showed as finished has lost its record: stale
     assert publish.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")] == [victim.stem]
     rows = publish.summary_rows(reports)

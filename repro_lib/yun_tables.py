@@ -82,7 +82,7 @@ class YunTables:
             schedule = cfg0.schedule + (f" {dict(cfg0.schedule_kwargs)}" if cfg0.schedule_kwargs else
                                         " (÷10 at 1/2 and 3/4 of the epochs)" if cfg0.schedule == "step" else "")
             print(f"  seeds {sorted(set(seeds))} ({len(plan) // max(1, len(set(seeds)))} cells), LR schedule "
-                  f"{schedule}, test images: {'the full test set' if not cfg0.n_test else f'the first {cfg0.n_test}'}, "
+                  f"{schedule}, test images: {'the full test set' if not cfg0.n_test else f'{cfg0.n_test} class-balanced'}, "
                   f"{sum(c.n * c.num_epochs for c in plan.cfg) / 1e6:.2f}M image-epochs")
             print("  " + grid(plan).to_string(index=False).replace("\n", "\n  "))
             gpu_h = {p: experiments.estimate_gpu_hours(experiments.get(name).plan(p)) for p in ("gpu", "paper")}

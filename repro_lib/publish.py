@@ -182,7 +182,8 @@ def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
             continue
         params = {k: v for k, v in notebook_parameters(nb).items() if k not in ("results_dir", "collect")}
         profile = params.pop("profile", nb.parent.name)
-        current = [c.hash for plan in notebook_plans(nb, profile, params) for c in plan["cfg"]]
+        cfgs = [c for plan in notebook_plans(nb, profile, params) for c in plan["cfg"]]
+        current = [c.hash for c in cfgs]
         shown = pd.concat([df for f in sorted((nb.parent / nb.stem).glob("*.csv"))
                            for df in [pd.read_csv(f)] if "hash" in df and "status" in df] or [pd.DataFrame()])
         have = lambda h: (root / "runs" / f"{h}.json").exists()  # noqa: E731
@@ -192,8 +193,8 @@ def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
         published = set(shown["hash"])
         done = set(shown.loc[shown["status"].isin(["finished", "diverged"]), "hash"])
         out[str(nb)] = ([h for h in current if h not in published] + sorted(h for h in done if not have(h))
-                        + sorted({c.hash for plan in notebook_plans(nb, profile, params) for c in plan["cfg"]
-                                  if c.hash in done and have(c.hash) and _rounds_otherwise(root, c)}))
+                        + sorted({c.hash for c in cfgs if c.hash in done and have(c.hash)
+                                  and _rounds_otherwise(root, c)}))
     return out
 
 

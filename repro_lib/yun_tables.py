@@ -78,13 +78,13 @@ class YunTables:
                   f"dataset={cfg0.dataset}{' (SYNTHETIC)' if cfg0.synthetic else ''}, width={cfg0.width}, "
                   f"epochs={cfg0.num_epochs}, N={sorted(int(v) for v in plan.n.unique())}, "
                   f"B={sorted(int(v) for v in plan.batch_size.unique())}")
-            seeds = sorted(int(c.seed) for c in plan.cfg)
+            cells = grid(plan)
             schedule = cfg0.schedule + (f" {dict(cfg0.schedule_kwargs)}" if cfg0.schedule_kwargs else
                                         " (÷10 at 1/2 and 3/4 of the epochs)" if cfg0.schedule == "step" else "")
-            print(f"  seeds {sorted(set(seeds))} ({len(plan) // max(1, len(set(seeds)))} cells), LR schedule "
+            print(f"  seeds {sorted(int(v) for v in plan.seed.unique())} ({len(cells)} cells), LR schedule "
                   f"{schedule}, test images: {'the full test set' if not cfg0.n_test else f'{cfg0.n_test} class-balanced'}, "
                   f"{sum(c.n * c.num_epochs for c in plan.cfg) / 1e6:.2f}M image-epochs")
-            print("  " + grid(plan).to_string(index=False).replace("\n", "\n  "))
+            print("  " + cells.to_string(index=False).replace("\n", "\n  "))
             gpu_h = {p: experiments.estimate_gpu_hours(experiments.get(name).plan(p)) for p in ("gpu", "paper")}
             print(f"  estimated GPU-hours (measured H200 rates, README: Throughput): this profile "
                   f"{experiments.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}")

@@ -7,6 +7,10 @@ Running:
   injected (plus the ``-p`` parameters it declares). A failing notebook does not stop the others
   (:func:`run_notebooks`); its partial output notebook is kept and :class:`NotebookFailed` names the notebook and
   the failing cell. At the end :func:`summary_table` lists every notebook: status, minutes, claim verdict, path.
+  The same facts, one JSON line per executed notebook as it finishes (with its parameters, the time it finished,
+  the torch version, the CPU and the thread setting), are appended to ``<results_dir>/<profile>/reproduce.jsonl``
+  (:func:`log_outcome`), so an hours-long run that is stopped still shows what it did and what each notebook cost.
+  A notebook whose runs were already in the store (resumed) shows the minutes of that execution, not of training.
 * Verdicts: a notebook may end with a code cell tagged ``verdict`` whose text output (printed, or the cell's
   value) is a one-line verdict on the paper's claim; :func:`read_verdict` reads it from the executed notebook
   (blank for a notebook without one).
@@ -29,14 +33,16 @@ import ast
 import contextlib
 import json
 import os
+import platform
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 KERNEL = "repro_lib"
 PROGRESS_ENV = "REPRO_PROGRESS"  # "lines": one line per run instead of progress bars (set by the runner)
 NOTEBOOK_ENV = "REPRO_NOTEBOOK"  # the notebook being executed (for messages that tell how to rerun it)
 VERDICT_TAG = "verdict"
+RUN_LOG = "reproduce.jsonl"  # one line per executed notebook, under <results_dir>/<profile>/ (log_outcome)
 
 
 class NotebookFailed(RuntimeError):
@@ -269,9 +275,10 @@ class Outcome:
 
 
 def run_notebooks(paths, profile: str, parameters: list[dict] | None = None, results_dir: str | Path = "results",
-                  fail_fast: bool = False, log=print) -> list[Outcome]:
+                  fail_fast: bool = False, log=print, run_log: bool = True) -> list[Outcome]:
     """Execute every notebook (``parameters``: one dict per notebook, :func:`split_parameters`); a failure is
-    reported and the next notebook runs (``fail_fast``: stop at the first). ``log(text, error=False)`` prints."""
+    reported and the next notebook runs (``fail_fast``: stop at the first). ``log(text, error=False)`` prints;
+    ``run_log``: append each outcome to ``<results_dir>/<profile>/reproduce.jsonl`` (:func:`log_outcome`)."""
     parameters = parameters or [{} for _ in paths]
     outcomes = []
     for i, (path, params) in enumerate(zip(paths, parameters), 1):
@@ -286,13 +293,52 @@ def run_notebooks(paths, profile: str, parameters: list[dict] | None = None, res
             log(f"FAILED {e}", error=True)
             outcomes.append(Outcome(name, "FAILED", (time.time() - t0) / 60, "", _shown(out),
                                     first.split(": ", 1)[1] if ": " in first else first))
+            if run_log:
+                log_outcome(out.parent / RUN_LOG, outcomes[-1], profile, params)
             if fail_fast:
                 break
             continue
         minutes = (time.time() - t0) / 60
         log(f"    done in {minutes * 60:.0f} s -> {_shown(out)}")
         outcomes.append(Outcome(name, "ok", minutes, read_verdict(out), _shown(out)))
+        if run_log:
+            log_outcome(out.parent / RUN_LOG, outcomes[-1], profile, params)
     return outcomes
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def log_outcome(path: str | Path, outcome: Outcome, profile: str, parameters: dict | None = None) -> dict:
+    """Append one JSON line for an executed notebook to ``path`` (created with its folder if missing) and return
+    it: the :class:`Outcome` fields, the profile and ``-p`` parameters, when it finished (UTC), and what the minutes
+    depend on: torch version, CPU model, CPU count and ``$OMP_NUM_THREADS`` (the kernel's thread setting). One
+    ``write`` of a whole line in append mode, flushed to disk: an interrupted run leaves complete lines."""
+    from importlib import metadata
+
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    entry = {**asdict(outcome), "minutes": round(outcome.minutes, 3), "profile": profile,
+             "parameters": {k: v for k, v in (parameters or {}).items()},
+             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "torch": torch_version, "cpu": _cpu_name(), "cpu_count": os.cpu_count(),
+             "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, default=str) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return entry
 
 
 def _shown(path: Path) -> str:

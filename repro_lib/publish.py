@@ -212,7 +212,8 @@ def _rounds_otherwise(root: Path, cfg) -> bool:
 def rerender(reports: str | os.PathLike = "reports", names=None, log=print) -> list:
     """Execute every published notebook again (``names``: only these stems) with the parameters it was published
     with and ``collect=True``: every table, figure and verdict is drawn anew from ``reports/runs/`` and nothing
-    trains (a run the store lacks shows as "missing"). Returns the runner's outcomes (``notebook.Outcome``)."""
+    trains (a run the store lacks shows as "missing"). Returns the runner's outcomes (``notebook.Outcome``); nothing is
+    appended to the execution log (``notebook.RUN_LOG``)."""
     from .notebook import find_notebooks, run_notebooks
 
     root = Path(reports)
@@ -223,7 +224,8 @@ def rerender(reports: str | os.PathLike = "reports", names=None, log=print) -> l
         params = {k: v for k, v in notebook_parameters(nb).items() if k not in ("profile", "results_dir")}
         params["collect"] = True
         (source,) = find_notebooks([nb.stem])
-        outcomes += run_notebooks([source], nb.parent.name, [params], results_dir=root, log=log)
+        outcomes += run_notebooks([source], nb.parent.name, [params], results_dir=root, log=log,
+                                  run_log=False)  # a re-render is not a run: reports/ stays as published
     return outcomes
 
 

@@ -119,6 +119,7 @@ def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path
     assert [o.status for o in outcomes] == ["ok"]
     assert {p.name: p.stat().st_mtime_ns for p in runs.glob("*.json")} == before  # nothing trained or rewritten
     assert not list((reports / "checkpoints").glob("*"))
+    assert not (reports / "smoke" / "reproduce.jsonl").exists()  # a re-render is not logged as a run
     import pandas as pd
 
     csv = pd.read_csv(reports / "smoke" / "yun2022_table1" / "runs.csv")

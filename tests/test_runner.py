@@ -57,8 +57,15 @@ def test_keeps_going_then_prints_a_table_and_fails(tmp_path, capsys, monkeypatch
     for name in ("bad", "good", "plain"):  # every executed notebook (partial for the failure) is kept and listed
         assert (tmp_path / "r" / "smoke" / f"{name}.ipynb").is_file()
         assert rows[name].endswith(str(Path("r") / "smoke" / f"{name}.ipynb"))
+    # the same facts, one JSON line per executed notebook, survive the terminal (reproduce.jsonl)
+    lines = [json.loads(ln) for ln in (tmp_path / "r" / "smoke" / "reproduce.jsonl").read_text().splitlines()]
+    assert [(e["notebook"], e["status"]) for e in lines] == [("bad", "FAILED"), ("good", "ok"), ("plain", "ok")]
+    assert lines[1]["verdict"] == "claim holds: 42 of 42 cells" and "RuntimeError: boom" in lines[0]["error"]
+    assert all(e["profile"] == "smoke" and e["minutes"] >= 0 and e["torch"] and e["cpu_count"] for e in lines)
     assert main(["run", str(bad), str(good), "--profile", "smoke", "--results-dir", "r", "--fail-fast"]) == 1
     assert "good" not in capsys.readouterr().out.split("executed notebook")[-1]
+    more = (tmp_path / "r" / "smoke" / "reproduce.jsonl").read_text().splitlines()
+    assert len(more) == 4 and json.loads(more[-1])["notebook"] == "bad"  # appended, earlier lines kept
 
 
 def test_read_verdict_of_a_fake_executed_notebook(tmp_path):

@@ -57,6 +57,7 @@ import torch  # noqa: E402
 
 from repro_lib.batched import fit_many  # noqa: E402
 from repro_lib.config import RunConfig  # noqa: E402
+from repro_lib.notebook import cpu_model  # noqa: E402
 from repro_lib.train import fit  # noqa: E402
 
 
@@ -64,16 +65,6 @@ from repro_lib.train import fit  # noqa: E402
 # that size page-faults again; with many short-lived activation tensors an eager step in the main thread spends much
 # of its time in the kernel (system time) on a virtual machine. These settings keep freed memory in the process.
 MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _status_mib(key: str) -> float:

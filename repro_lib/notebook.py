@@ -306,7 +306,8 @@ def run_notebooks(paths, profile: str, parameters: list[dict] | None = None, res
     return outcomes
 
 
-def _cpu_name() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; else what ``platform`` knows)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -330,7 +331,7 @@ def log_outcome(path: str | Path, outcome: Outcome, profile: str, parameters: di
     entry = {**asdict(outcome), "minutes": round(outcome.minutes, 3), "profile": profile,
              "parameters": {k: v for k, v in (parameters or {}).items()},
              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "torch": torch_version, "cpu": _cpu_name(), "cpu_count": os.cpu_count(),
+             "torch": torch_version, "cpu": cpu_model(), "cpu_count": os.cpu_count(),
              "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -293,16 +293,14 @@ def run_notebooks(paths, profile: str, parameters: list[dict] | None = None, res
             log(f"FAILED {e}", error=True)
             outcomes.append(Outcome(name, "FAILED", (time.time() - t0) / 60, "", _shown(out),
                                     first.split(": ", 1)[1] if ": " in first else first))
-            if run_log:
-                log_outcome(out.parent / RUN_LOG, outcomes[-1], profile, params)
-            if fail_fast:
-                break
-            continue
-        minutes = (time.time() - t0) / 60
-        log(f"    done in {minutes * 60:.0f} s -> {_shown(out)}")
-        outcomes.append(Outcome(name, "ok", minutes, read_verdict(out), _shown(out)))
+        else:
+            minutes = (time.time() - t0) / 60
+            log(f"    done in {minutes * 60:.0f} s -> {_shown(out)}")
+            outcomes.append(Outcome(name, "ok", minutes, read_verdict(out), _shown(out)))
         if run_log:
             log_outcome(out.parent / RUN_LOG, outcomes[-1], profile, params)
+        if fail_fast and outcomes[-1].status == "FAILED":
+            break
     return outcomes
 
 
@@ -329,7 +327,7 @@ def log_outcome(path: str | Path, outcome: Outcome, profile: str, parameters: di
     except metadata.PackageNotFoundError:
         torch_version = None
     entry = {**asdict(outcome), "minutes": round(outcome.minutes, 3), "profile": profile,
-             "parameters": {k: v for k, v in (parameters or {}).items()},
+             "parameters": dict(parameters or {}),
              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "torch": torch_version, "cpu": cpu_model(), "cpu_count": os.cpu_count(),
              "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}

@@ -57,7 +57,7 @@ import torch  # noqa: E402
 
 from repro_lib.batched import fit_many  # noqa: E402
 from repro_lib.config import RunConfig  # noqa: E402
-from repro_lib.notebook import cpu_model  # noqa: E402
+from repro_lib.runs.notebook import cpu_model  # noqa: E402
 from repro_lib.train import fit  # noqa: E402
 
 

@@ -166,7 +166,7 @@ def main(argv=None):
     if args.real_train:
         def f_real():
             from repro_lib import data as data_mod
-            from repro_lib.experiments import get
+            from repro_lib.papers.yun2022.grids import get
 
             d = torch.load(args.real_train, weights_only=True)
             root = "/tmp/repro_gpu_data"

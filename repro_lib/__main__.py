@@ -4,21 +4,32 @@
   notebook, or those named: a path or a name in ``notebooks/``); a failing notebook does not stop the others; a
   table at the end (status, minutes, verdict, executed notebook); exit status 1 if any failed;
 * ``python -m repro_lib summary [reports/] [--readme README.md [--check]]``: the results table of the published
-  notebooks (``repro_lib.publish``), printed or written into the README;
+  notebooks (``repro_lib.results.publish``), printed or written into the README;
 * ``python -m repro_lib report [reports/] [NOTEBOOK …]``: re-render the published notebooks from their store
   (``-p collect True``: nothing trains), then the README's results table;
 * ``python -m repro_lib sweep NOTEBOOK --profile P --executor {local,slurm} […]``: submit the notebook's grid as
-  one submitit job array (``repro_lib.cluster``); then ``run NOTEBOOK -p collect True`` renders it.
+  one submitit job array (``repro_lib.runs.cluster``); then ``run NOTEBOOK -p collect True`` renders it;
+* ``python -m repro_lib window [--budget-s S --store reports --out DIR --data-root gpu_data …]``: the budgeted GPU
+  window (``repro_lib.runs.window``): train what the store lacks of the Yun et al. paper-protocol queue within
+  ``--budget-s`` seconds, stopping between epochs; ``--plan-only`` prints the queue, ``--tidy`` drops the files of
+  runs finished since, ``--pack-data --data-root <folder holding cifar10-jpeg>`` writes the data file it carries
+  (``gpu_data/cifar10-jpeg-window.pt``). Imports no papermill (the GPU machine's own torch is enough).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .notebook import find_notebooks, run_notebooks, split_parameters, summary_table
+from .runs.notebook import find_notebooks, run_notebooks, split_parameters, summary_table
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["window"]:  # every option is the window's own (``python -m repro_lib window --help``)
+        from .runs import window
+
+        window.main(argv[1:])
+        return 0
     ap = argparse.ArgumentParser(prog="python -m repro_lib")
     sub = ap.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="execute notebooks with papermill into <results_dir>/<profile>/")
@@ -62,11 +73,14 @@ def main(argv=None) -> int:
     rp.add_argument("reports", nargs="?", default="reports")
     rp.add_argument("notebooks", nargs="*", help="only these published notebooks (names)")
     rp.add_argument("--readme", default="README.md", help="results table to update ('' to leave the README alone)")
+    sub.add_parser("window", add_help=False,
+                   help="the budgeted GPU window: train what the store lacks of the paper-protocol queue within a "
+                        "time budget (`python -m repro_lib window --help`)")
     args = ap.parse_args(argv)
     if args.cmd == "sweep":
         return sweep(args)
     if args.cmd == "summary":
-        from . import publish
+        from .results import publish
 
         return publish.main([args.reports, *(["--readme", args.readme] if args.readme else []),
                              *(["--check"] if args.check else [])])
@@ -94,8 +108,8 @@ def main(argv=None) -> int:
 
 
 def report(args) -> int:
-    from . import publish
-    from .notebook import summary_table
+    from .results import publish
+    from .runs.notebook import summary_table
 
     outcomes = publish.rerender(args.reports, args.notebooks or None)
     print("\n" + summary_table(outcomes), flush=True)
@@ -108,7 +122,7 @@ def report(args) -> int:
 
 
 def sweep(args) -> int:
-    from . import cluster
+    from .runs import cluster
 
     try:
         (typed,) = split_parameters([args.notebook], dict(args.p)) if args.p else ({},)

@@ -565,12 +565,14 @@ def _checkpoint(cfg, model, sd, bufs, lr, tracker, history, epoch) -> dict:
 
 
 def fit_many(configs, store=None, data_root=None, download: bool = False, progress: bool = True,
-             eval_batch_size: int = 1000, keep_states: bool = False) -> list[dict]:
+             eval_batch_size: int = 1000, keep_states: bool = False, clock=CheckpointClock) -> list[dict]:
     """Train the runs ``configs`` as one stacked model and return one ``fit``-format result per config (in order).
 
     The configs must agree on :data:`SHARED_FIELDS`; they may differ in lr, weight_decay, momentum, nesterov,
     seed, schedule (+ kwargs) and eval_every. ``store``, ``data_root``, ``download``, ``eval_batch_size``: as in
-    ``fit``. ``keep_states=True`` adds ``"state_dict"`` (the member's final model state dict, CPU) to each result
+    ``fit``; ``clock``: the between-epochs hook of ``fit``, one for the whole stack (built from the first
+    config's ``checkpoint_every_s``; a group whose members resume from different epochs builds one per start
+    epoch). ``keep_states=True`` adds ``"state_dict"`` (the member's final model state dict, CPU) to each result
     of a run trained here (for tests and inspection). See the module docstring for what is shared and what is not.
     """
     configs = list(configs)
@@ -593,7 +595,7 @@ def fit_many(configs, store=None, data_root=None, download: bool = False, progre
             by_epoch.setdefault(st["epoch"] if st else 0, []).append(j)
         for start, js in sorted(by_epoch.items()):
             out = _train_group([uniq[j] for j in js], [states[j] for j in js], start, device, store, data_root,
-                               download, progress, eval_batch_size, keep_states)
+                               download, progress, eval_batch_size, keep_states, clock)
             for j, r in zip(js, out):
                 for k, i in enumerate(todo[uniq[j].hash]):
                     results[i] = r if k == 0 else {**r, "history": list(r["history"])}
@@ -601,7 +603,7 @@ def fit_many(configs, store=None, data_root=None, download: bool = False, progre
 
 
 def _train_group(cfgs, states, start_epoch, device, store, data_root, download, progress, eval_batch_size,
-                 keep_states) -> list[dict]:
+                 keep_states, clock) -> list[dict]:
     M0 = len(cfgs)
     splits = [load_data(c, data_root, download) for c in cfgs]
     test = splits[0][1].to(device)  # the test set does not depend on the seed
@@ -655,7 +657,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
 
     static = static_step()
     eval_every = [c.eval_interval(n_train, len(test)) for c in cfgs]
-    clock = CheckpointClock(cfgs[0].checkpoint_every_s)
+    clock = clock(cfgs[0].checkpoint_every_s)
     status = ["finished"] * M0
     diverged = [None] * M0
     final_states: list[dict | None] = [None] * M0

@@ -2,7 +2,8 @@
 
 ``RunConfig`` names every hyperparameter that can change a result, validates itself on construction (a
 ``ValueError`` naming the parameter, before any data is loaded) and has a stable content hash that keys the
-results store.
+results store. ``ImageFolderConfig`` (at the end) does the same for the ImageNet-scale runs of
+``repro_lib.distributed``.
 
 Conventions that silently change results are explicit fields:
 
@@ -44,7 +45,7 @@ def _freeze(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 class ConfigBase:
-    """What every run description shares (``RunConfig`` here, ``distributed.ImageFolderConfig``): frozen mappings,
+    """What every run description shares (``RunConfig`` and ``ImageFolderConfig``): frozen mappings,
     a type check of every field that names it, ``to_dict``/``from_dict``/``replace`` that reject unknown names,
     and a stable content hash over the fields that change the computation."""
 
@@ -220,3 +221,96 @@ def _check_optimizer(cfg) -> None:
         if str(e).split(":")[0] in {f.name for f in fields(cfg)}:
             raise  # already names its field
         raise ValueError(f"optimizer: {cfg.optimizer!r} rejects this config ({e})") from e
+
+
+@dataclass(frozen=True)
+class ImageFolderConfig(ConfigBase):
+    """One ImageFolder training run. Defaults: Yun et al. 2022 Sec. 6 (EfficientNet-B0, ImageNet, SGDM B = 512,
+    η = 0.1, μ = 0.9, 200 epochs, LR ÷10 at epochs 100/150/180). Field names match ``RunConfig`` where they mean
+    the same thing, so ``repro_lib.optim.build_optimizer`` and ``repro_lib.schedules.build_schedule`` take it."""
+
+    model: str = "efficientnet_b0"  # registered model name
+    dataset: str = "imagenet"  # folder under the data root: <root>/<dataset>/{train,<val_split>}/<class>/*, or a
+    # repro_lib.data dataset held in memory (cifar10, cifar100, tiny_imagenet: TensorImageDataset)
+    val_split: str = "val"  # evaluation split folder ("val" for ImageNet, "test" for CIFAR and its JPEG mirror)
+    image_size: int = 224  # training crop / evaluation centre crop
+    n: int = 0  # seeded training subset of n images, drawn as subset_draw says (0 = every training image)
+    subset_draw: str = "balanced"  # "uniform" (Yun et al. Sec. 6: "randomly sampled") | "balanced" (n // C per class)
+    n_val: int = 0  # class-balanced evaluation subset (0 = the whole split)
+    batch_size: int = 512  # GLOBAL batch (per rank: batch_size / world_size)
+    lr: float = 0.1
+    weight_decay: float = 1e-4
+    weight_decay_mode: str = "coupled"
+    momentum: float = 0.9
+    nesterov: bool = False
+    optimizer: str = "sgd"
+    optimizer_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    schedule: str = "step"
+    schedule_kwargs: Mapping[str, Any] = field(default_factory=lambda: {"milestones": [0.5, 0.75, 0.9]})
+    num_epochs: int = 200
+    label_smoothing: float = 0.0
+    cutmix_prob: float = 0.0  # CutMix (Yun et al. 2019) probability per batch; AdamP Table 2 ResNet-50 + CutMix: 1.0
+    cutmix_beta: float = 1.0  # λ ~ Beta(β, β)
+    world_size: int = 1  # processes (GPUs) the run is trained on; checked against torchrun's WORLD_SIZE at launch
+    sync_bn: bool = False  # SyncBatchNorm across ranks (CUDA only)
+    amp: bool = False  # bf16 autocast on CUDA (not in the paper; off by default)
+    seed: int = 0
+    num_workers: int = 8  # DataLoader decoding workers per rank
+    device: str = "auto"
+    profile: str = "paper"
+    eval_every: int = 1
+
+    _NOT_HASHED: ClassVar[tuple] = ("device", "profile", "eval_every", "num_workers")
+    _HASH_KIND: ClassVar[str] = "imagefolder"
+    # added after runs were stored: hashed when not at their default, so earlier (1-process, balanced) hashes hold
+    _HASHED_IF_SET: ClassVar[tuple] = ("subset_draw", "world_size")
+
+    def __post_init__(self):
+        self._freeze_and_check_types()
+        self._validate()
+
+    def _validate(self):
+        for name in ("lr", "batch_size", "num_epochs", "image_size", "eval_every", "world_size"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: must be positive, got {getattr(self, name)!r}")
+        for name in ("n", "n_val", "num_workers"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
+        if self.weight_decay < 0 or not math.isfinite(self.weight_decay):
+            raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay!r}")
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"momentum: must be in [0, 1), got {self.momentum!r}")
+        if not 0 <= self.cutmix_prob <= 1:
+            raise ValueError(f"cutmix_prob: must be in [0, 1], got {self.cutmix_prob!r}")
+        if not self.cutmix_beta > 0:
+            raise ValueError(f"cutmix_beta: must be positive, got {self.cutmix_beta!r}")
+        if not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"label_smoothing: must be in [0, 1), got {self.label_smoothing!r}")
+        if self.batch_size % self.world_size:
+            raise ValueError(f"batch_size: {self.batch_size} is not divisible by world_size={self.world_size} "
+                             f"(batch_size is the global batch, split evenly over the processes)")
+        from .imagefolder import SUBSET_DRAWS
+
+        if self.subset_draw not in SUBSET_DRAWS:
+            raise ValueError(f"subset_draw: must be one of {SUBSET_DRAWS}, got {self.subset_draw!r}")
+        if self.n and self.batch_size > self.n:
+            raise ValueError(f"batch_size: {self.batch_size} is larger than n={self.n}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"device: must be auto, cpu or cuda, got {self.device!r}")
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile: must be one of {PROFILES}, got {self.profile!r}")
+        from . import models, optim, schedules
+        from .models import timm_models  # noqa: F401  (registers the timm models)
+
+        if self.model not in models.list_models():
+            raise ValueError(f"model: unknown model {self.model!r}; known: {models.list_models()}")
+        if self.optimizer not in optim.list_optimizers():
+            raise ValueError(f"optimizer: unknown optimizer {self.optimizer!r}; known: {optim.list_optimizers()}")
+        if self.schedule not in schedules.list_schedules():
+            raise ValueError(f"schedule: unknown schedule {self.schedule!r}; known: {schedules.list_schedules()}")
+
+    def tuning_factor(self, n: int) -> float:
+        """N·η·λ/(B(1−μ)) (Yun et al. Eq. 27) for N = ``n`` training images (the subset size actually used)."""
+        from .angular import tuning_factor
+
+        return tuning_factor(n, self.batch_size, self.lr, self.weight_decay, self.momentum)

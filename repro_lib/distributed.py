@@ -52,8 +52,9 @@ Launch (``python -m repro_lib.distributed --help``)::
 
 (``world_size`` must equal the processes torchrun starts: nodes × ``--nproc_per_node``.)
 
-The end of the module declares the Sec. 6 experiment (its four profiles as data) and the tuning-factor
-prediction of the full-data weight decay from the subset's optimum.
+The end of the module estimates what a list of runs costs in GPU-hours. The Sec. 6 experiment itself (its four
+profiles as data, the tuning-factor prediction of the full-data weight decay) is
+``repro_lib.papers.yun2022.section6``.
 """
 from __future__ import annotations
 
@@ -66,9 +67,8 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
 
 import torch
 import torch.distributed as dist
@@ -76,99 +76,10 @@ import torch.nn.functional as F
 
 from . import cutmix, imagefolder
 from . import data as data_mod
-from .angular import AngularTracker, predicted_angular_update, tuning_factor  # noqa: F401
-from .config import PROFILES, ConfigBase
+from .angular import AngularTracker
+from .config import ImageFolderConfig  # noqa: F401  (the run description this module trains)
 from .data import normalize
-from .notebook import progress_lines
-
-@dataclass(frozen=True)
-class ImageFolderConfig(ConfigBase):
-    """One ImageFolder training run. Defaults: Yun et al. 2022 Sec. 6 (EfficientNet-B0, ImageNet, SGDM B = 512,
-    η = 0.1, μ = 0.9, 200 epochs, LR ÷10 at epochs 100/150/180). Field names match ``RunConfig`` where they mean
-    the same thing, so ``repro_lib.optim.build_optimizer`` and ``repro_lib.schedules.build_schedule`` take it."""
-
-    model: str = "efficientnet_b0"  # registered model name
-    dataset: str = "imagenet"  # folder under the data root: <root>/<dataset>/{train,<val_split>}/<class>/*, or a
-    # repro_lib.data dataset held in memory (cifar10, cifar100, tiny_imagenet: TensorImageDataset)
-    val_split: str = "val"  # evaluation split folder ("val" for ImageNet, "test" for CIFAR and its JPEG mirror)
-    image_size: int = 224  # training crop / evaluation centre crop
-    n: int = 0  # seeded training subset of n images, drawn as subset_draw says (0 = every training image)
-    subset_draw: str = "balanced"  # "uniform" (Yun et al. Sec. 6: "randomly sampled") | "balanced" (n // C per class)
-    n_val: int = 0  # class-balanced evaluation subset (0 = the whole split)
-    batch_size: int = 512  # GLOBAL batch (per rank: batch_size / world_size)
-    lr: float = 0.1
-    weight_decay: float = 1e-4
-    weight_decay_mode: str = "coupled"
-    momentum: float = 0.9
-    nesterov: bool = False
-    optimizer: str = "sgd"
-    optimizer_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    schedule: str = "step"
-    schedule_kwargs: Mapping[str, Any] = field(default_factory=lambda: {"milestones": [0.5, 0.75, 0.9]})
-    num_epochs: int = 200
-    label_smoothing: float = 0.0
-    cutmix_prob: float = 0.0  # CutMix (Yun et al. 2019) probability per batch; AdamP Table 2 ResNet-50 + CutMix: 1.0
-    cutmix_beta: float = 1.0  # λ ~ Beta(β, β)
-    world_size: int = 1  # processes (GPUs) the run is trained on; checked against torchrun's WORLD_SIZE at launch
-    sync_bn: bool = False  # SyncBatchNorm across ranks (CUDA only)
-    amp: bool = False  # bf16 autocast on CUDA (not in the paper; off by default)
-    seed: int = 0
-    num_workers: int = 8  # DataLoader decoding workers per rank
-    device: str = "auto"
-    profile: str = "paper"
-    eval_every: int = 1
-
-    _NOT_HASHED: ClassVar[tuple] = ("device", "profile", "eval_every", "num_workers")
-    _HASH_KIND: ClassVar[str] = "imagefolder"
-    # added after runs were stored: hashed when not at their default, so earlier (1-process, balanced) hashes hold
-    _HASHED_IF_SET: ClassVar[tuple] = ("subset_draw", "world_size")
-
-    def __post_init__(self):
-        self._freeze_and_check_types()
-        self._validate()
-
-    def _validate(self):
-        for name in ("lr", "batch_size", "num_epochs", "image_size", "eval_every", "world_size"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}: must be positive, got {getattr(self, name)!r}")
-        for name in ("n", "n_val", "num_workers"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}: must be >= 0, got {getattr(self, name)!r}")
-        if self.weight_decay < 0 or not math.isfinite(self.weight_decay):
-            raise ValueError(f"weight_decay: must be >= 0, got {self.weight_decay!r}")
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"momentum: must be in [0, 1), got {self.momentum!r}")
-        if not 0 <= self.cutmix_prob <= 1:
-            raise ValueError(f"cutmix_prob: must be in [0, 1], got {self.cutmix_prob!r}")
-        if not self.cutmix_beta > 0:
-            raise ValueError(f"cutmix_beta: must be positive, got {self.cutmix_beta!r}")
-        if not 0 <= self.label_smoothing < 1:
-            raise ValueError(f"label_smoothing: must be in [0, 1), got {self.label_smoothing!r}")
-        if self.batch_size % self.world_size:
-            raise ValueError(f"batch_size: {self.batch_size} is not divisible by world_size={self.world_size} "
-                             f"(batch_size is the global batch, split evenly over the processes)")
-        if self.subset_draw not in imagefolder.SUBSET_DRAWS:
-            raise ValueError(f"subset_draw: must be one of {imagefolder.SUBSET_DRAWS}, got {self.subset_draw!r}")
-        if self.n and self.batch_size > self.n:
-            raise ValueError(f"batch_size: {self.batch_size} is larger than n={self.n}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"device: must be auto, cpu or cuda, got {self.device!r}")
-        if self.profile not in PROFILES:
-            raise ValueError(f"profile: must be one of {PROFILES}, got {self.profile!r}")
-        from . import models, optim, schedules
-        from .models import timm_models  # noqa: F401  (registers the timm models)
-
-        if self.model not in models.list_models():
-            raise ValueError(f"model: unknown model {self.model!r}; known: {models.list_models()}")
-        if self.optimizer not in optim.list_optimizers():
-            raise ValueError(f"optimizer: unknown optimizer {self.optimizer!r}; known: {optim.list_optimizers()}")
-        if self.schedule not in schedules.list_schedules():
-            raise ValueError(f"schedule: unknown schedule {self.schedule!r}; known: {schedules.list_schedules()}")
-
-    def tuning_factor(self, n: int) -> float:
-        """N·η·λ/(B(1−μ)) (Yun et al. Eq. 27) for N = ``n`` training images (the subset size actually used)."""
-        return tuning_factor(n, self.batch_size, self.lr, self.weight_decay, self.momentum)
-
+from .train import progress_lines
 
 # ----------------------------------------------------------------------------------------------- processes
 @dataclass(frozen=True)
@@ -636,105 +547,10 @@ def main(argv=None) -> int:
     return 0
 
 
-# ----------------------------------------------------------------------------------------------- Sec. 6
-def predict_weight_decay(wd_subset: float, n_subset: int, n_full: int, batch_size: int, lr: float,
-                         momentum: float, batch_size_full: int | None = None, lr_full: float | None = None,
-                         momentum_full: float | None = None) -> float:
-    """The weight decay on ``n_full`` images with the subset run's tuning factor (Yun et al. Sec. 6, Eq. 27):
-    λ_full = TF_subset · B_full (1 − μ_full) / (N_full η_full). With η, B, μ unchanged: λ_subset · N_subset/N_full
-    (Sec. 6: 0.0016 · 80k / 1.28M = 1e-4)."""
-    tf = tuning_factor(n_subset, batch_size, lr, wd_subset, momentum)
-    b = batch_size_full or batch_size
-    eta = lr_full or lr
-    mu = momentum if momentum_full is None else momentum_full
-    return tf * b * (1 - mu) / (n_full * eta)
-
-
+# ----------------------------------------------------------------------------------------------- cost
 #: Reference throughput for the GPU-hour estimate: EfficientNet-B0 training images per second on one modern GPU
 #: at 224 px in a typical fp32/TF32 PyTorch script (a round figure, not a measurement of this package).
 REFERENCE_IMAGES_PER_GPU_SECOND = {"efficientnet_b0": 1000.0, "resnet50": 800.0, "mobilenetv2_100": 1200.0}
-
-# Sec. 6 grids: Fig. 8 is a plot (its exact λ grid is not in the text); our reading is a ×2 grid around the
-# reported optima (subset: 0.0016; full data: 5e-5 best, 1e-4 second). Subsets are uniform draws (line 366: "80k
-# randomly sampled data"), world_size 1 unless the caller overrides it (section6_plan(..., world_size=8)).
-_PAPER_SUB_WD = [0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064]
-_PAPER_FULL_WD = [1.25e-5, 2.5e-5, 5e-5, 1e-4, 2e-4, 4e-4]
-_SEC6_BASE = dict(model="efficientnet_b0", dataset="imagenet", val_split="val", image_size=224, batch_size=512,
-                  subset_draw="uniform", lr=0.1, momentum=0.9, num_epochs=200, schedule="step",
-                  schedule_kwargs={"milestones": [0.5, 0.75, 0.9]}, num_workers=8)
-
-#: Yun et al. 2022 Sec. 6 (Fig. 8) for each profile, as data. ``n_subset`` / ``n_full``: training images of the
-#: WD search on the subset and on the full set (0 = the whole training split; ImageNet: 1,281,167).
-SECTION6_PROFILES: dict[str, dict[str, Any]] = {
-    # synthetic ImageFolder (written by the notebook), timm's tiny test EfficientNet, 32 px: a pipeline check
-    "smoke": dict(base={**_SEC6_BASE, "model": "test_efficientnet", "dataset": "synthetic-imagefolder",
-                        "image_size": 32, "batch_size": 16, "num_epochs": 2, "num_workers": 0, "device": "cpu"},
-                  n_subset=16, n_full=64, subset_wd=[0.0016, 0.0064], full_wd=[1e-4, 4e-4],
-                  synthetic=dict(num_classes=4, per_class=16, val_per_class=4, size=32), seeds=[0]),
-    # CPU stand-in: CIFAR-10 (torchvision, 32 px, held in memory), timm's tiny test EfficientNet (BN, SE, SiLU),
-    # B = 32 so the subset still takes 8 steps per epoch, N ratio 16 as in the paper; full-data grid = subset grid / 16
-    "cpu": dict(base={**_SEC6_BASE, "model": "test_efficientnet", "dataset": "cifar10", "val_split": "test",
-                      "image_size": 32, "batch_size": 32, "num_epochs": 20, "n_val": 2000, "eval_every": 10,
-                      "num_workers": 0, "device": "cpu"},
-                n_subset=250, n_full=4000, subset_wd=[0.0004, 0.0016, 0.0064, 0.0256],
-                full_wd=[2.5e-5, 1e-4, 4e-4, 1.6e-3], synthetic=None, seeds=[0]),
-    # paper models and batch, 50 epochs (milestones compress proportionally), 1 seed
-    "gpu": dict(base={**_SEC6_BASE, "num_epochs": 50}, n_subset=80000, n_full=0, subset_wd=_PAPER_SUB_WD,
-                full_wd=_PAPER_FULL_WD[1:5], synthetic=None, seeds=[0]),
-    "paper": dict(base=dict(_SEC6_BASE), n_subset=80000, n_full=0, subset_wd=_PAPER_SUB_WD,
-                  full_wd=_PAPER_FULL_WD, synthetic=None, seeds=[0]),
-}
-
-
-def evaluation_split(dataset: str) -> str:
-    """The evaluation split of ``dataset``: ``"test"`` for the datasets of ``repro_lib.data`` (CIFAR, its JPEG mirror,
-    Tiny ImageNet's validation images), else ``"val"`` (ImageNet's layout)."""
-    return "test" if dataset in data_mod.DATASETS else "val"
-
-
-def section6_plan(profile: str, seed: int = 0, **overrides) -> tuple[list[ImageFolderConfig],
-                                                                     list[ImageFolderConfig], dict]:
-    """(subset configs, full-data configs, profile sizes) of Sec. 6 for ``profile``; ``seed`` is added to the
-    profile's seeds; ``overrides``: config fields applied to every run (e.g. ``dataset`` -- its evaluation split
-    follows (:func:`evaluation_split`) unless ``val_split`` is given too --, ``device``, ``num_workers``,
-    ``num_epochs``, ``world_size`` = processes per run; a falsy value means "the profile's")."""
-    from .profiles import check_profile
-
-    check_profile(profile)
-    sizes = SECTION6_PROFILES[profile]
-    overrides = {k: v for k, v in overrides.items() if v not in (None, "", 0)}
-    if "dataset" in overrides and "val_split" not in overrides:
-        overrides["val_split"] = evaluation_split(overrides["dataset"])
-    base = {**sizes["base"], "profile": profile, **overrides}
-    sub = [ImageFolderConfig.from_dict({**base, "n": sizes["n_subset"], "weight_decay": wd, "seed": seed + s})
-           for s in sizes["seeds"] for wd in sizes["subset_wd"]]
-    full = [ImageFolderConfig.from_dict({**base, "n": sizes["n_full"], "weight_decay": wd, "seed": seed + s})
-            for s in sizes["seeds"] for wd in sizes["full_wd"]]
-    return sub, full, sizes
-
-
-def wd_search(cfgs, results, predicted: float | None = None) -> "pd.DataFrame":  # noqa: F821
-    """One row per weight decay: mean test accuracy over the non-diverged seeds (NaN when all diverged, the
-    paper's rule), ``rank`` (1 = best), N, tuning factor, diverged count; with ``predicted``, a boolean column
-    ``nearest_prediction`` marking the grid λ nearest to it in log scale."""
-    import pandas as pd
-
-    rows = [{"weight_decay": c.weight_decay, "seed": c.seed, "n_train": r.get("n_train", c.n),
-             "status": r["status"], "test_acc": r["test_acc"], "tuning_factor": r.get("tuning_factor")}
-            for c, r in zip(cfgs, results)]
-    df = pd.DataFrame(rows)
-    ok = df[df.status == "finished"]
-    out = df.groupby("weight_decay").agg(n_train=("n_train", "first"), tuning_factor=("tuning_factor", "first"),
-                                         runs=("seed", "size"),
-                                         diverged=("status", lambda s: int((s == "diverged").sum())))
-    out["test_acc"] = ok.groupby("weight_decay").test_acc.mean()
-    out["rank"] = out.test_acc.rank(ascending=False, method="min")
-    out = out.reset_index()
-    if predicted is not None:
-        dist_log = (out.weight_decay / predicted).map(lambda r: abs(math.log(r)))
-        out["nearest_prediction"] = dist_log == dist_log.min()
-    return out
-
 
 #: cost of evaluating one image relative to training on one (a forward pass ≈ 1/3 of forward + backward)
 EVAL_COST_PER_IMAGE = 1 / 3

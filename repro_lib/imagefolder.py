@@ -20,7 +20,7 @@ are decoded per sample by ``DataLoader`` workers:
 * ``subset``: a seeded subset of ``n`` images, drawn either ``"uniform"`` (:func:`uniform_subset`: ``n`` images
   uniformly without replacement from the whole split, so class counts follow the split's class sizes in
   expectation; Yun et al. Sec. 6, paper line 366: "We first find the tuning factor with 80k randomly sampled
-  data, which is 1/16 of the entire sample", the draw ``distributed.section6_plan`` uses) or ``"balanced"``
+  data, which is 1/16 of the entire sample", the draw ``papers.yun2022.section6.section6_plan`` uses) or ``"balanced"``
   (``repro_lib.data.balanced_subset``: ``n // C`` per class; the default of :meth:`ImageFolderDataset.subset`,
   used for shrunk profiles of full-data experiments and for evaluation subsets).
 * ``make_loader``: ``DistributedSampler`` per-rank shards for training (``set_epoch`` reshuffles; the global batch

@@ -209,9 +209,9 @@ class TaperedExponential(Schedule):
        λ 5e-4, γ 0.9, 391 steps/epoch, 160 epochs, ÷10 at epochs 80/120) the LR ratio peaks at 2^45.3 (TEXP),
        2^47.8 (TEXP--) and 2^41.7 (exp-cosine), so it never triggers for them; the fixed-exponent runs of Fig. 4
        grow ≈ 2^0.57 per epoch for all 160 epochs (``exp`` to 2^90.7, ``exp_decay`` to 2^84.0) and rescale from
-       epoch 107 and 113 on (``exponential_rescale_table`` in ``repro_lib.exp_lr``). ``train.fit`` logs k per epoch
+       epoch 107 and 113 on (``exponential_rescale_table`` in ``repro_lib.papers.li_arora.exp_lr``). ``train.fit`` logs k per epoch
        as ``exp_lr_log2_rescale``; the LR and weight norms it logs are the rescaled ones, η̃ = 4^k × the logged LR
-       and ‖θ̃‖ = 2^k × the logged norm (``repro_lib.exp_lr.unscale_history``). ``log2_rescale(step)`` gives k as
+       and ‖θ̃‖ = 2^k × the logged norm (``repro_lib.papers.li_arora.exp_lr.unscale_history``). ``log2_rescale(step)`` gives k as
        a pure function of the step.
     4. writes LR = η̃_s · 4^−k · ``group.get("lr_scale", 1)`` into every group.
 

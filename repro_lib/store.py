@@ -28,7 +28,7 @@ Guarantees:
 * A damaged record never stops a reader: a record file that is not valid JSON, lacks a required key, holds a
   value of the wrong type, or whose config hashes to another hash than its file name (checked where the record
   says it was written under the current ``config.RESULTS_VERSION`` and its config can be rebuilt here as a
-  ``RunConfig`` or ``distributed.ImageFolderConfig``; a config that does not validate under this code -- a model
+  ``RunConfig`` or ``config.ImageFolderConfig``; a config that does not validate under this code -- a model
   registered only where it ran, a rule tightened since -- is not taken for damage) is moved to
   ``runs/corrupt/<name>.<UTC time stamp>`` with one :class:`DamagedRecordWarning` naming the file and the fault;
   the run then counts as not stored, so a sweep trains it again (``collect=True``: shows it as missing).
@@ -379,16 +379,11 @@ def _rebuilt_hash_problem(config: dict, h: str) -> str | None:
     by other code, a model registered only in the process that ran it) cannot be checked and passes."""
     from dataclasses import fields
 
-    from .config import RunConfig
+    from .config import ImageFolderConfig, RunConfig
 
     kinds = [RunConfig]
     if not set(config) <= {f.name for f in fields(RunConfig)}:
-        try:
-            from .distributed import ImageFolderConfig
-
-            kinds.append(ImageFolderConfig)
-        except ImportError:
-            pass
+        kinds.append(ImageFolderConfig)
     others = []
     for cls in kinds:
         if not set(config) <= {f.name for f in fields(cls)}:

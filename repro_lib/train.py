@@ -48,6 +48,15 @@ from .optim import build_optimizer, trainable
 from .schedules import build_schedule
 
 
+PROGRESS_ENV = "REPRO_PROGRESS"  # "lines": one line per run instead of progress bars (set by the notebook runner)
+
+
+def progress_lines() -> bool:
+    """True under the notebook runner (``$REPRO_PROGRESS=lines``): training prints one line per finished run
+    instead of progress bars, which would leave every refresh in the saved notebook."""
+    return os.environ.get(PROGRESS_ENV, "").lower() == "lines"
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -200,7 +209,7 @@ class StaticStep:
     50k-image epoch of the width-64 ResNet-18 at B = 128 takes 2.23 s instead of 4.42 s eagerly (fp32); with
     deterministic cuDNN kernels the graphed and the eager run are bit-identical (``benchmarks/check_graphs.py``,
     ``tests/test_fast_path.py::test_cuda_graph_capture_matches_eager_on_cuda``). On by default in the ``gpu`` and
-    ``paper`` profiles (``experiments._FAST``)."""
+    ``paper`` profiles (``papers.yun2022.grids._FAST``)."""
 
     WARMUP = 3
 
@@ -309,12 +318,18 @@ def summarize(cfg: RunConfig, history: list[dict], status: str, diverged_epoch, 
 
 
 def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, progress: bool = True,
-        eval_batch_size: int = 1000) -> dict:
+        eval_batch_size: int = 1000, clock=CheckpointClock) -> dict:
     """Train one run and return ``{status, diverged_epoch, test_acc, train_loss, …, history, config}``.
 
     ``store``: a ``repro_lib.store.Store``; with it a finished run is not recomputed and an interrupted one
     resumes from its last completed epoch. ``data_root``: folder holding the dataset (else
     ``$REPRO_DATA_ROOT``, else ``./data``); ``download``: let torchvision download CIFAR.
+
+    ``clock``: the between-epochs hook. ``clock(cfg.checkpoint_every_s)`` is built once the model and data are
+    ready; its ``due()`` is asked after every epoch but the last (after that epoch's evaluation) whether to write
+    the resume checkpoint now (default :class:`CheckpointClock`). A caller that must stop training between
+    epochs (the budgeted GPU window, ``repro_lib.runs.window``) passes its own: it answers True, and once the
+    store has written the checkpoint it raises; the run resumes from that epoch.
     """
     if store is not None:
         done = store.get(cfg)
@@ -331,7 +346,7 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
     fast = FastPath(cfg, device)
     forward = fast.prepare(model)
     eval_every = cfg.eval_interval(len(train), len(test))
-    clock = CheckpointClock(cfg.checkpoint_every_s)
+    clock = clock(cfg.checkpoint_every_s)
     optimizer = build_optimizer(cfg, model)
     schedule = build_schedule(cfg, steps_per_epoch)
     tracker = AngularTracker(model)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from repro_lib import adamp_imagenet as A
+from repro_lib.papers.adamp import imagenet as A
 from repro_lib.models import create
 
 
@@ -109,7 +109,7 @@ def test_every_table_row_runs(profile):
 def test_cutmix_only_on_the_papers_cutmix_row():
     """Table 2's "ResNet50 + CutMix" row (E.2: 150 epochs) is the only one trained with CutMix, at probability 1
     and β = 1 (the CutMix paper's ImageNet recipe); every other row of Tables 1-2 has cutmix_prob = 0."""
-    from repro_lib import paper
+    from repro_lib.papers import transcribed as paper
 
     ref = paper.table("adamp_table2")
     paper_cutmix = {(f"{m}+cutmix" if c else m, o) for m, o, c in zip(ref.model, ref.optimizer, ref.cutmix) if c}

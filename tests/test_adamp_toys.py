@@ -1,5 +1,5 @@
 """Toys and identities of Heo et al. (ICLR 2021): Eq. B.1 / B.2 toys, Lemma 2.1/2.2, Cor. 2.3, Prop. 3.1, and
-the Appendix C |cos| statistics (repro_lib.adamp_toys)."""
+the Appendix C |cos| statistics (repro_lib.papers.adamp.toys)."""
 import itertools
 import math
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from repro_lib import adamp_toys as T
+from repro_lib.papers.adamp import toys as T
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -129,7 +129,7 @@ def test_cos_statistics_and_detection_table():
 def test_delta_statistics_stream_an_imagefolder(tmp_path):
     """The gpu/paper path of Table B.1: ImageNet-style folders streamed through repro_lib.imagefolder, the
     statistics taken lazily step by step (a tiny synthetic folder and timm's tiny test model here)."""
-    from repro_lib import adamp_toys as T
+    from repro_lib.papers.adamp import toys as T
     from repro_lib import imagefolder as imf
     from repro_lib.models import create
 

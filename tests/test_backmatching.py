@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from repro_lib import backmatching as bm
+from repro_lib.papers.backmatching import backmatching as bm
 from repro_lib.config import RunConfig
 from repro_lib.models import create
 from repro_lib.optim import build_optimizer

@@ -10,11 +10,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro_lib import cluster, experiments, report
+from repro_lib.papers import registry
+from repro_lib.runs import cluster
+from repro_lib.papers.yun2022 import grids as experiments
+from repro_lib.results import tables
 from repro_lib.__main__ import main
 from repro_lib.config import RunConfig
 from repro_lib.store import Store
-from repro_lib.sweep import aggregate, run_sweep
+from repro_lib.runs.sweep import aggregate, run_sweep
 from repro_lib.train import fit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +36,7 @@ def test_notebook_grids_are_the_notebooks_own():
         exp = experiments.get(name)
         ref = exp.plan("smoke", seeds=[1 + s for s in exp.profiles["smoke"].seeds], device="auto", num_epochs=2)
         assert [c.hash for c in plan.cfg] == [c.hash for c in ref.cfg]
-    for stem in cluster.NOTEBOOK_PLANS:  # every registered notebook expands with its own default parameters
+    for stem in registry.with_plans():  # every registered notebook expands with its own default parameters
         params = cluster.notebook_parameters(NB / f"{stem}.ipynb")
         assert all(len(p) for p in cluster.notebook_plans(NB / f"{stem}.ipynb", "smoke", params))
     assert cluster.default_max_members(NB / "yun2022_table1.ipynb", "gpu") == 16
@@ -128,7 +131,7 @@ def test_local_sweep_survives_preemption_and_is_not_resubmitted(tmp_path):
 def test_cli_local_sweep_then_notebook_collects_with_missing_cells(tmp_path, capsys, monkeypatch):
     """`python -m repro_lib sweep` (local executor, waiting) on a grid half in the store trains only the rest;
     the notebook run with collect=True renders a partial store with its missing cells marked "missing"."""
-    from repro_lib.notebook import run_notebook
+    from repro_lib.runs.notebook import run_notebook
 
     monkeypatch.chdir(tmp_path)
     rd = tmp_path / "results"
@@ -162,14 +165,14 @@ def test_report_marks_missing_cells_and_verdicts():
             rows.append({"row": r, "lr": lr, "weight_decay": 1e-4, "n": n, "yellow": r == 1, "status": st,
                          "test_acc": 50.0 + r if st == "finished" else math.nan})
     agg = aggregate(pd.DataFrame(rows), by=["row", "lr", "weight_decay", "n", "yellow"])
-    grid, yellow = report.pivot_cells(agg, "test_acc")
+    grid, yellow = tables.pivot_cells(agg, "test_acc")
     assert grid.attrs["missing"] == {((0.1, 1e-4), 2000): 1}
-    html = report.style_grid(grid, yellow).to_html()
+    html = tables.style_grid(grid, yellow).to_html()
     cells = dict(re.findall(r'<td id="T_\w+_(row\d_col\d)"[^>]*>([^<]*)</td>', html))
     assert cells["row2_col1"] == "missing" and cells["row0_col0"] == ""  # missing vs all diverged (blank)
-    v = report.verdict(grid, yellow)
+    v = tables.verdict(grid, yellow)
     assert v[1000] == "second" and v[2000] == "best (1 cell missing runs)"
-    theirs, _ = report.pivot_cells(agg.assign(paper_accuracy=90.0), "paper_accuracy")
+    theirs, _ = tables.pivot_cells(agg.assign(paper_accuracy=90.0), "paper_accuracy")
     assert "missing" not in theirs.attrs  # the paper's own numbers are never missing
 
 
@@ -179,7 +182,7 @@ def test_fast_path_parameters_reach_every_grid(tmp_path, capsys):
     store key, is the one built with no override at all (bf16 is hashed, CUDA graphs are not)."""
     import papermill as pm
 
-    for stem in cluster.NOTEBOOK_PLANS:
+    for stem in registry.with_plans():
         path = NB / f"{stem}.ipynb"
         found = pm.inspect_notebook(str(path))
         assert (found["precision"]["default"], found["cuda_graphs"]["default"]) == ('""', "False"), stem

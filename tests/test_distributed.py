@@ -17,8 +17,8 @@ import torch
 
 from repro_lib import imagefolder as imf
 from repro_lib import distributed as D
-from repro_lib.distributed import (ImageFolderConfig, fit_imagefolder, predict_weight_decay, section6_plan,
-                                   shell_command, torchrun_command)
+from repro_lib.distributed import ImageFolderConfig, fit_imagefolder, shell_command, torchrun_command
+from repro_lib.papers.yun2022.section6 import predict_weight_decay, section6_plan
 from repro_lib.store import Store
 
 CFG = dict(model="test_efficientnet_gn", dataset="synthetic-imagefolder", image_size=32, n=16, batch_size=8,

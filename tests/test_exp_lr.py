@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from repro_lib import exp_lr as E
+from repro_lib.papers.li_arora import exp_lr as E
 from repro_lib import schedules as S
 
 

@@ -1,7 +1,8 @@
 """Profiles shrink an experiment's sizes only; every shrunk cell keeps the paper's tuning factor."""
 import pytest
 
-from repro_lib import experiments, paper
+from repro_lib.papers.yun2022 import grids as experiments
+from repro_lib.papers import transcribed as paper
 from repro_lib.config import PROFILES
 from repro_lib.profiles import resolve
 

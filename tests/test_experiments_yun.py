@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from repro_lib import data as data_mod
-from repro_lib import batched, experiments, paper
+from repro_lib import batched
+from repro_lib.papers.yun2022 import grids as experiments
+from repro_lib.papers import transcribed as paper
 from repro_lib.config import PROFILES
 from repro_lib.models import create
 from repro_lib.schedules import build_schedule
@@ -186,7 +188,7 @@ def test_cpu_profile_compiles_where_a_batch_shape_recurs(name):
 def test_summary_prints_the_grid_the_profile_trains(tmp_path, capsys):
     """The set-up cell's description of a profile comes from its plan: every cell with the paper's (N, B, η, λ)
     beside ours, the seeds and the test set, so the notebook cannot describe a grid it does not train."""
-    from repro_lib.yun_tables import YunTables, grid
+    from repro_lib.papers.yun2022.table_notebook import YunTables, grid
 
     plan = experiments.get("yun2022_table1").plan("cpu")
     g = grid(plan)

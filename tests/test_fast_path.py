@@ -173,7 +173,8 @@ def test_memory_budget_grouping():
 def test_gpu_profiles_use_the_fast_path():
     """gpu/paper profiles: stacked groups of 16 (DenseNet alone), auto eval interval, checkpoint once a minute,
     fp32, CUDA graphs; run_sweep takes the group size from the plan; the GPU-hour estimate is cheaper when stacked."""
-    from repro_lib import experiments as E
+    from repro_lib import profiles
+    from repro_lib.papers.yun2022 import grids as E
 
     p = E.get("yun2022_table2").plan("gpu")
     c = p.cfg.iloc[0]
@@ -188,15 +189,15 @@ def test_gpu_profiles_use_the_fast_path():
     with pytest.raises(ValueError, match="cuda_graphs"):
         E.get("yun2022_table2").plan("gpu", compile=True, cuda_graphs=True)
     assert E.get("yun2022_table8").plan("gpu").attrs["max_members"] == 1
-    assert E.estimate_gpu_hours(p) < E.estimate_gpu_hours(p, max_members=1)
-    assert E.seconds_per_image(128) > E.seconds_per_image(512) > E.seconds_per_image(1024)
-    assert E.seconds_per_image(64) > E.seconds_per_image(128)
+    assert profiles.estimate_gpu_hours(p) < profiles.estimate_gpu_hours(p, max_members=1)
+    assert profiles.seconds_per_image(128) > profiles.seconds_per_image(512) > profiles.seconds_per_image(1024)
+    assert profiles.seconds_per_image(64) > profiles.seconds_per_image(128)
 
 
 def test_run_sweep_takes_group_size_from_plan():
     import pandas as pd
 
-    from repro_lib.sweep import run_sweep
+    from repro_lib.runs.sweep import run_sweep
 
     plan = pd.DataFrame({"cfg": [BASE.replace(n=64, num_epochs=1, width=2, seed=s) for s in range(2)]})
     plan.attrs["max_members"] = 2

@@ -1,11 +1,11 @@
-"""report.findings / peak_tuning_factor / angular_findings: the numbers the "What we found" cells are made of."""
+"""findings.findings / peak_tuning_factor / angular_findings: the numbers the "What we found" cells are made of."""
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from repro_lib import report
+from repro_lib.results import findings
 
 TF = 10 / 128
 
@@ -25,13 +25,13 @@ def _grid(peak_tf=TF, noise=0.3, seeds=(0, 1, 2), curvature=-4.0, col_n=1000, rn
 def test_peak_of_an_exact_parabola_is_its_vertex():
     tf = [TF * 2.0 ** k for k in (-2, -1, 0, 1, 2)]
     acc = [50 - 3 * (math.log(t) - math.log(0.06)) ** 2 for t in tf]
-    p = report.peak_tuning_factor(tf, acc)
+    p = findings.peak_tuning_factor(tf, acc)
     assert p["peak"] == pytest.approx(0.06, rel=1e-9)
 
 
 def test_peak_interval_covers_the_truth_and_narrows_with_less_noise():
-    wide = report.peak_tuning_factor(*_cols(_grid(peak_tf=0.05, noise=1.0)))
-    narrow = report.peak_tuning_factor(*_cols(_grid(peak_tf=0.05, noise=0.05)))
+    wide = findings.peak_tuning_factor(*_cols(_grid(peak_tf=0.05, noise=1.0)))
+    narrow = findings.peak_tuning_factor(*_cols(_grid(peak_tf=0.05, noise=0.05)))
     assert narrow["lo"] <= 0.05 <= narrow["hi"]
     assert narrow["hi"] / narrow["lo"] < wide["hi"] / wide["lo"]
     assert narrow["peak"] == pytest.approx(0.05, rel=0.05)
@@ -43,19 +43,19 @@ def _cols(df):
 
 def test_no_interior_peak_is_nan_not_an_extrapolation():
     tf = [TF * 2.0 ** k for k in (-2, -1, 0, 1, 2)]
-    assert math.isnan(report.peak_tuning_factor(tf, [1, 2, 3, 4, 5])["peak"])  # monotone: the largest LR won
-    assert math.isnan(report.peak_tuning_factor(tf, [5, 3, 1, 3, 5])["peak"])  # opens upwards
+    assert math.isnan(findings.peak_tuning_factor(tf, [1, 2, 3, 4, 5])["peak"])  # monotone: the largest LR won
+    assert math.isnan(findings.peak_tuning_factor(tf, [5, 3, 1, 3, 5])["peak"])  # opens upwards
 
 
 def test_findings_verdict_margin_and_spread():
-    f = report.findings(_grid(peak_tf=TF, noise=0.05)).iloc[0]
+    f = findings.findings(_grid(peak_tf=TF, noise=0.05)).iloc[0]
     assert f.verdict == "best" and f.margin > 0 and f.decided and f.seeds == 3 and f.cells == 5
     assert f.yellow_tf == pytest.approx(TF) and f.peak_vs_yellow == pytest.approx(1, abs=0.05)
-    off = report.findings(_grid(peak_tf=2 * TF, noise=0.05)).iloc[0]  # the optimum is one cell to the right
+    off = findings.findings(_grid(peak_tf=2 * TF, noise=0.05)).iloc[0]  # the optimum is one cell to the right
     assert off.verdict == "second" and off.margin < 0 and off.best_other_tf == pytest.approx(2 * TF)
-    noisy = report.findings(_grid(peak_tf=TF * 1.05, curvature=-0.05, noise=2.0)).iloc[0]
+    noisy = findings.findings(_grid(peak_tf=TF * 1.05, curvature=-0.05, noise=2.0)).iloc[0]
     assert not noisy.decided  # a margin inside the seed spread does not decide
-    text = report.say_findings(report.findings(_grid()))
+    text = findings.say_findings(findings.findings(_grid()))
     assert "3 seeds per cell" in text and "yellow" in text
 
 
@@ -63,12 +63,12 @@ def test_findings_count_missing_runs():
     g = _grid()
     g.loc[g.yellow, "status"] = "missing"
     g.loc[g.yellow, "test_acc"] = math.nan
-    f = report.findings(g).iloc[0]
+    f = findings.findings(g).iloc[0]
     assert f.missing == 3 and f.verdict == "n/a"
 
 
 def test_angular_findings_beside_eq27():
-    a = report.angular_findings(_grid(), epoch=5, keys=("subtable", "n"))
+    a = findings.angular_findings(_grid(), epoch=5, keys=("subtable", "n"))
     y = a[a.yellow].iloc[0]
     assert y.angular_update == pytest.approx(0.1) and y.seeds == 3
     assert y.predicted == pytest.approx(math.acos(1 - TF)) and y.ratio == pytest.approx(0.1 / math.acos(1 - TF))
@@ -77,16 +77,16 @@ def test_angular_findings_beside_eq27():
 def test_dataset_label_names_the_stand_in():
     from repro_lib.config import RunConfig
 
-    assert "stand-in" in report.dataset_label([RunConfig(dataset="cifar10-jpeg", n=1000)])
-    assert report.dataset_label([RunConfig(n=1000)]) == "CIFAR-10"
+    assert "stand-in" in findings.dataset_label([RunConfig(dataset="cifar10-jpeg", n=1000)])
+    assert findings.dataset_label([RunConfig(n=1000)]) == "CIFAR-10"
 
 
 def test_claim_rows_and_verdict_line():
     g = _grid(peak_tf=TF, noise=0.05)
     g["seconds"] = 60.0
-    f = report.findings(g)
-    rows = report.claim_rows(f, "Yun et al. 2022", "Table 1", "yellow best or second", "CIFAR-10", results=g)
+    f = findings.findings(g)
+    rows = findings.claim_rows(f, "Yun et al. 2022", "Table 1", "yellow best or second", "CIFAR-10", results=g)
     assert len(rows) == 1 and rows[0]["item"] == "Table 1 (a), N = 1000"
     assert rows[0]["verdict"].startswith("best, +") and "> seed sd" in rows[0]["verdict"]
     assert rows[0]["train_minutes"] == pytest.approx(15.0) and "vs 0.0781" in rows[0]["peak_tf"]
-    assert report.verdict_line(f).startswith("yellow cell: best 1/1 columns; margin beyond the seed spread in 1/1")
+    assert findings.verdict_line(f).startswith("yellow cell: best 1/1 columns; margin beyond the seed spread in 1/1")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from repro_lib.notebook import NotebookFailed, notebooks_in, run_notebook
+from repro_lib.runs.notebook import NotebookFailed, notebooks_in, run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = notebooks_in(ROOT / "notebooks")
@@ -85,7 +85,7 @@ def test_cli_checks_parameter_names_before_running(tmp_path, capsys):
     import nbformat
 
     from repro_lib.__main__ import main
-    from repro_lib.notebook import parse_value, split_parameters
+    from repro_lib.runs.notebook import parse_value, split_parameters
 
     def notebook(name, extra):
         nb = nbformat.v4.new_notebook()

@@ -1,4 +1,4 @@
-"""Tests for repro_lib.paper: the transcribed tables of Yun et al. 2022, AdamP and the back-matching supplement.
+"""Tests for repro_lib.papers.transcribed: the transcribed tables of Yun et al. 2022, AdamP and the back-matching supplement.
 
 The checks use identities the papers' tables must satisfy (shared base cell, the same run printed in two tables,
 the highlighted tuning factor, printed differences) so that a mis-transcribed or shifted cell fails.
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from repro_lib import paper
+from repro_lib.papers import transcribed as paper
 
 YUN = [f"yun2022_table{i}" for i in range(1, 12)]
 OTHER = ["adamp_table1", "adamp_table2", "adamp_tableB1", "backmatching_table1"]
@@ -37,7 +37,8 @@ WITH_BASE_ROW = [n for n in SHAPES if n != "yun2022_table9"]  # Table 9 prints n
 def test_list_tables_matches_shipped_csvs():
     names = paper.list_tables()
     assert names == YUN + OTHER
-    shipped = {p.name[:-4] for p in resources.files("repro_lib.paper").joinpath("data").iterdir()
+    shipped = {p.name[:-4] for folder in resources.files("repro_lib.papers").iterdir() if folder.is_dir()
+               and folder.joinpath("tables").is_dir() for p in folder.joinpath("tables").iterdir()
                if p.name.endswith(".csv")}
     assert shipped == set(names)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from repro_lib.notebook import NotebookFailed, check_params, coerce_parameter, run_notebook, split_parameters
+from repro_lib.runs.notebook import NotebookFailed, check_params, coerce_parameter, run_notebook, split_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 NB = ROOT / "notebooks"
@@ -80,7 +80,7 @@ def test_check_params_reads_the_annotations():
 
 def test_a_notebook_refuses_a_bad_value_set_past_the_runner(tmp_path):
     """papermill injects whatever it is given; the notebook's own check_params stops it before any work."""
-    path = notebook(tmp_path / "typed.ipynb", "from repro_lib.notebook import check_params\ncheck_params(globals())",
+    path = notebook(tmp_path / "typed.ipynb", "from repro_lib.runs.notebook import check_params\ncheck_params(globals())",
                     "print('trained')")
     with pytest.raises(NotebookFailed, match=r"typed.ipynb: cell \d+ failed with ValueError: seed: expected an int, "
                                              r"got 1.5 \(float\)"):
@@ -118,7 +118,10 @@ def test_every_notebook_checks_its_parameters_and_works_in_the_project_root():
 
 def test_the_cpu_profiles_train_on_the_papers_datasets():
     """CIFAR-10 where the paper uses it (the JPEG mirror only when asked for), CIFAR-100 kept where it is used."""
-    from repro_lib import backmatching, distributed, exp_lr
+    from repro_lib import distributed
+    from repro_lib.papers.backmatching import backmatching
+    from repro_lib.papers.li_arora import exp_lr
+    from repro_lib.papers.yun2022.section6 import section6_plan
 
     cpu = backmatching.table1_plan("cpu")
     assert {c.dataset for c in cpu.cfg} == {"cifar10"} and set(cpu.paper_dataset) == {"cifar10"}
@@ -126,9 +129,9 @@ def test_the_cpu_profiles_train_on_the_papers_datasets():
     assert {(p, c.dataset) for p, c in zip(gpu.paper_dataset, gpu.cfg)} == {("cifar10", "cifar10-jpeg"),
                                                                           ("cifar100", "cifar100")}
     assert {c.dataset for c in exp_lr.preresnet_plan("cpu").cfg} == {"cifar10"}
-    sub, full, _ = distributed.section6_plan("cpu")
+    sub, full, _ = section6_plan("cpu")
     assert {(c.dataset, c.val_split) for c in sub + full} == {("cifar10", "test")}
     assert distributed.in_memory("cifar10") and not distributed.in_memory("cifar10-jpeg")
-    jpeg, _, _ = distributed.section6_plan("gpu", dataset="cifar10-jpeg")
+    jpeg, _, _ = section6_plan("gpu", dataset="cifar10-jpeg")
     assert {(c.dataset, c.val_split) for c in jpeg} == {("cifar10-jpeg", "test")}
-    assert {(c.dataset, c.val_split) for c in distributed.section6_plan("gpu")[0]} == {("imagenet", "val")}
+    assert {(c.dataset, c.val_split) for c in section6_plan("gpu")[0]} == {("imagenet", "val")}

@@ -107,7 +107,7 @@ def test_eval_mode_and_float32_forward_backward():
 def test_sec4_plan_runs_exact_and_schedule_only_variants():
     """Every profile runs TEXP and exp-cosine both exact (momentum correction + initial velocity) and as the paper's
     schedule alone (no correction, zero initial velocity); the construction column says which is which."""
-    from repro_lib import exp_lr as E
+    from repro_lib.papers.li_arora import exp_lr as E
     from repro_lib import schedules as S
 
     for profile in ("smoke", "cpu", "gpu", "paper"):
@@ -127,7 +127,7 @@ def test_sec4_plan_runs_exact_and_schedule_only_variants():
 def test_overflow_rescaling_in_the_papers_setting():
     """With the default threshold 2^60 the rescaling never triggers for TEXP, TEXP-- and exp-cosine over 160 epochs
     but does for the fixed-exponent runs of Fig. 4 (pure schedule arithmetic)."""
-    from repro_lib import exp_lr as E
+    from repro_lib.papers.li_arora import exp_lr as E
 
     t = E.exponential_rescale_table("gpu").set_index("run")
     for run in ("TEXP", "TEXP (no correction)", "TEXP--", "exp-cosine", "exp-cosine (no correction)"):

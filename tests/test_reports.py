@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repro_lib import publish
+from repro_lib.results import publish
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
@@ -96,7 +96,7 @@ def test_claims_rows_are_checked(tmp_path):
 def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path):
     """Publish Table 1 in smoke (trains), then re-render it the way `make report` does (collect=True): the same
     runs, none missing, no record written or checkpoint made, the claims and the verdict are back."""
-    from repro_lib.notebook import find_notebooks, read_verdict, run_notebook
+    from repro_lib.runs.notebook import find_notebooks, read_verdict, run_notebook
 
     reports = tmp_path / "reports"
     (nb,) = find_notebooks(["yun2022_table1"])

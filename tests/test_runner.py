@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from repro_lib import data
-from repro_lib.notebook import (find_notebooks, project_root, read_verdict, run_notebook, summary_table,
-                                work_in_project_root)
+from repro_lib.runs.notebook import find_notebooks, project_root, read_verdict, run_notebook, summary_table, work_in_project_root
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +87,7 @@ def test_read_verdict_of_a_fake_executed_notebook(tmp_path):
 
 
 def test_summary_table_columns():
-    from repro_lib.notebook import Outcome
+    from repro_lib.runs.notebook import Outcome
 
     text = summary_table([Outcome("a", "ok", 1.25, "supported", "results/cpu/a.ipynb"),
                           Outcome("b", "FAILED", 0.5, "", "results/cpu/b.ipynb", "cell 3 failed with X: y")])
@@ -139,7 +138,7 @@ def test_a_notebook_started_in_notebooks_folder_works_in_the_project_root(tmp_pa
     root = tmp_path / "proj"
     (root / "notebooks").mkdir(parents=True)
     (root / "pyproject.toml").write_text("")
-    nb = notebook(root / "notebooks" / "where.ipynb", "from repro_lib.notebook import work_in_project_root\n"
+    nb = notebook(root / "notebooks" / "where.ipynb", "from repro_lib.runs.notebook import work_in_project_root\n"
                   "work_in_project_root()\nimport os; os.makedirs(results_dir, exist_ok=True)\n"
                   "open(os.path.join(results_dir, 'here'), 'w').write(os.getcwd())")
     pm.execute_notebook(str(nb), str(tmp_path / "lab.ipynb"), parameters={"results_dir": "results"},
@@ -158,7 +157,7 @@ def test_executed_notebook_holds_one_line_per_run_not_progress_bars(tmp_path):
     nb = notebook(tmp_path / "progress.ipynb", """
 import pandas as pd
 from repro_lib.config import RunConfig
-from repro_lib.sweep import run_sweep
+from repro_lib.runs.sweep import run_sweep
 cfgs = [RunConfig(dataset="cifar10", synthetic=True, width=4, n=64, n_test=64, batch_size=32, num_epochs=12, lr=0.1,
                   seed=s, device="cpu", profile="smoke", schedule="constant") for s in (0, 1)]
 res = run_sweep(pd.DataFrame({"cfg": cfgs}), None, progress=True)
@@ -290,6 +289,7 @@ def test_in_memory_cifar_is_served_like_an_image_folder(tmp_path, fake_cifar10):
     from PIL import Image
 
     from repro_lib import distributed, imagefolder
+    from repro_lib.papers.yun2022.section6 import section6_plan
 
     root = tmp_path / "data"
     data.require("cifar10", root, download=True)
@@ -307,7 +307,7 @@ def test_in_memory_cifar_is_served_like_an_image_folder(tmp_path, fake_cifar10):
             assert k == fk == i and y == i % 10 and torch.equal(x, fx)
     files.train = mem.train = False
     assert torch.equal(mem[5][0], files[5][0])
-    sub, full, _ = distributed.section6_plan("cpu")
+    sub, full, _ = section6_plan("cpu")
     train, val = distributed.build_data(sub[0].replace(n=20, batch_size=8, n_val=10), root)
     assert len(train) == 20 and len(val) == 10 and train.num_classes == 10 and val[0][0].shape == (3, 32, 32)
     assert os.path.basename(train.name) == "train"

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from repro_lib import exp_lr as E
+from repro_lib.papers.li_arora import exp_lr as E
 from repro_lib import schedules as S
 
 LR, WD, MOM, STEPS = 0.1, 1e-2, 0.9, 300

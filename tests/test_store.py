@@ -15,7 +15,7 @@ import pytest
 
 from repro_lib.config import RunConfig
 from repro_lib.store import Store
-from repro_lib.sweep import aggregate, run_sweep
+from repro_lib.runs.sweep import aggregate, run_sweep
 from repro_lib.train import fit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ torch.set_num_threads(1)
 import pandas as pd
 from repro_lib.config import RunConfig
 from repro_lib.store import Store
-from repro_lib.sweep import run_sweep
+from repro_lib.runs.sweep import run_sweep
 cfgs = [RunConfig(width=4, synthetic=True, n=256, n_test=100, batch_size=64, lr=lr, num_epochs=8, device="cpu",
                   profile="smoke") for lr in (0.5, 1.0, 2.0)]
 run_sweep(pd.DataFrame({"cfg": cfgs}), Store(sys.argv[1]), progress=False)

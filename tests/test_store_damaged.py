@@ -19,7 +19,7 @@ import pytest
 from repro_lib import config as config_mod
 from repro_lib.config import RunConfig
 from repro_lib.store import DamagedRecordWarning, Store, decode_history
-from repro_lib.sweep import run_sweep
+from repro_lib.runs.sweep import run_sweep
 from repro_lib.train import fit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -324,7 +324,7 @@ import sys, torch
 torch.set_num_threads(1)
 import pandas as pd
 from repro_lib.config import RunConfig
-from repro_lib.sweep import run_sweep
+from repro_lib.runs.sweep import run_sweep
 cfgs = [RunConfig(width=4, synthetic=True, n=128, n_test=100, batch_size=64, lr=float(lr), num_epochs=2,
                   device="cpu", profile="smoke") for lr in sys.argv[2:]]
 run_sweep(pd.DataFrame({"cfg": cfgs}), sys.argv[1], progress=False)

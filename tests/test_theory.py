@@ -1,4 +1,4 @@
-"""repro_lib.theory: Lemma 1 of Yun et al. 2022 (Eqs. 5-6) on the package's networks."""
+"""repro_lib.papers.yun2022.theory: Lemma 1 of Yun et al. 2022 (Eqs. 5-6) on the package's networks."""
 import math
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from repro_lib.models import create
-from repro_lib.theory import check_scale_invariance
+from repro_lib.papers.yun2022.theory import check_scale_invariance
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: single-threaded for tiny tensors
 

@@ -34,7 +34,7 @@ drop-connect or BN settings (it replaces the original RMSprop recipe with SGDM a
 plain defaults rather than import half of the original recipe. Dropout/drop-path are other regularizers next
 to the weight decay being searched, so the λ optimum of Fig. 8 may move with them. A direct caller can pass
 ``drop_rate``/``drop_path_rate``/``bn_eps``/``bn_momentum`` through ``create(..., **kw)`` to timm
-(``distributed.ImageFolderConfig`` has no field for them, so ``fit_imagefolder`` always trains timm's defaults).
+(``config.ImageFolderConfig`` has no field for them, so ``fit_imagefolder`` always trains timm's defaults).
 """
 from __future__ import annotations
 

@@ -5,37 +5,9 @@ convention (coupled L2 vs decoupled, whether wd is multiplied by lr) and momentu
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 
-_OPTIMIZERS: dict[str, Callable] = {}
-
-
-def register_optimizer(name: str):
-    """Decorator registering ``build(cfg: RunConfig, model: nn.Module) -> torch.optim.Optimizer``."""
-
-    def deco(fn):
-        if name in _OPTIMIZERS:
-            raise ValueError(f"optimizer {name!r} registered twice")
-        _OPTIMIZERS[name] = fn
-        return fn
-
-    return deco
-
-
-def list_optimizers() -> list[str]:
-    return sorted(_OPTIMIZERS)
-
-
-def build_optimizer(cfg, model: torch.nn.Module) -> torch.optim.Optimizer:
-    if cfg.optimizer not in _OPTIMIZERS:
-        raise ValueError(f"optimizer: unknown optimizer {cfg.optimizer!r}; known: {list_optimizers()}")
-    return _OPTIMIZERS[cfg.optimizer](cfg, model)
-
-
-def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
-    return [p for p in model.parameters() if p.requires_grad]
+from ._registry import build_optimizer, list_optimizers, register_optimizer, trainable
 
 
 @register_optimizer("sgd")
@@ -51,7 +23,7 @@ def _build_sgd(cfg, model):
                            weight_decay=cfg.weight_decay, foreach=True)
 
 
-from . import sgdp, adamp, backmatching  # noqa: E402,F401  (register the other optimizers)
+# the other optimizers register themselves when imported
 from .adamp import AdamP  # noqa: E402
 from .backmatching import LARS, LSALR, ScaleAmendedSGD  # noqa: E402
 from .sgdp import SGDP  # noqa: E402

@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from . import register_optimizer, trainable
+from ._registry import register_optimizer, trainable
 
 NO_HIT, CHANNEL_HIT, LAYER_HIT = 0, 1, 2
 

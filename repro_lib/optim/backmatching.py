@@ -2,7 +2,7 @@
 
 Zhang, Chen, Liu — *Train Feedforward Neural Network with Layer-wise Adaptive Rate via Approximating
 Back-matching Propagation* (arXiv 1802.09750), supplementary material App. C.1 and App. D. The derivation of
-the scale-amended rate and every convention behind it is in :mod:`repro_lib.backmatching`; the App. C.1 rates
+the scale-amended rate and every convention behind it is in :mod:`repro_lib.papers.backmatching.backmatching`; the App. C.1 rates
 themselves (:func:`trace_layers`, :func:`layer_rates`, …) are computed here, next to the optimizer that uses them.
 
 All three are SGD with a per-tensor rate factor ``r_p`` applied to the (coupled-L2) gradient before
@@ -32,7 +32,7 @@ every LARS step at exactly ``η·trust·‖W_l‖`` before momentum, whereas wit
 weight-decay part ``r·λW_l`` of the step would grow without bound as ``∇J → 0``. LSALR uses the same
 ``δW_l`` for consistency.
 
-* ``"scale_amended_sgd"``: ``r_p`` from Eq. (*) of :mod:`repro_lib.backmatching` (``layer_rates``), recomputed
+* ``"scale_amended_sgd"``: ``r_p`` from Eq. (*) of :mod:`repro_lib.papers.backmatching.backmatching` (``layer_rates``), recomputed
   every step from the current weights. ``optimizer_kwargs``: ``norm`` ("ms" | "mean", how ‖·‖_{2,μ} is
   read; default "ms"), ``input_shape`` (per-sample input shape used to trace the chain; default
   ``(3, S, S)`` with ``S`` the dataset's image size). Parameters outside every traced block get ``r = 1``.
@@ -52,12 +52,12 @@ from typing import Sequence
 import torch
 import torch.nn as nn
 
-from . import register_optimizer, trainable
+from ._registry import register_optimizer, trainable
 
 
 # ----------------------------------------------------------------------------- App. C.1 (the rates)
 # The scalar local-Hessian approximations of the supplement's App. C.1 and the layer rates of Eq. (*); the
-# derivation and every convention behind them are in the docstring of repro_lib.backmatching.
+# derivation and every convention behind them are in the docstring of repro_lib.papers.backmatching.backmatching.
 
 
 def w_row(W: torch.Tensor) -> torch.Tensor:

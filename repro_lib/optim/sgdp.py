@@ -23,7 +23,7 @@ differ (argument ``project_momentum_buffer``):
 
 With Nesterov, ``d = g + μ b`` is a new tensor and the buffer is never projected: both choices give the same
 update. The ImageNet runs of Table 2 (SGDP with Nesterov, Appendix E.2) are therefore unaffected by the choice;
-it matters for non-Nesterov SGDP, e.g. the toys of Fig. 1 and Fig. 3 (``repro_lib.adamp_toys``), where the
+it matters for non-Nesterov SGDP, e.g. the toys of Fig. 1 and Fig. 3 (``repro_lib.papers.adamp.toys``), where the
 in-place variant lets the norm grow more (3D Rosenbrock at lr 1e-5: r_max 1.20 in place vs 1.14 Alg. 1).
 
 Implementation: on a hit ``w_new = (1 − lr·wd·r/(1−μ))·w − lr·(d − c⊙w)``, i.e. the projection is folded into a
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import torch
 
-from . import register_optimizer, trainable
+from ._registry import register_optimizer, trainable
 from .adamp import _check_kwargs, _collect, _per_row, _rowdot, _rows, _test_candidates, projection_coef
 
 

@@ -308,7 +308,7 @@ def run_equivalences(steps: int, lr: float = 0.1, weight_decay: float = 1e-2, mo
     rescalings) and the per-step errors."""
     import pandas as pd
 
-    from . import schedules as S
+    from ... import schedules as S
 
     torch.manual_seed(seed)
     model = ScaleInvariantMLP(hidden=hidden, seed=seed)
@@ -370,7 +370,7 @@ def schedule_curves(lr: float = 0.1, weight_decay: float = 5e-4, momentum: float
     import numpy as np
     import pandas as pd
 
-    from . import schedules as S
+    from ... import schedules as S
 
     total = num_epochs * steps_per_epoch
     step = S.StepDecay(lr, total, steps_per_epoch, milestones=milestones, factor=factor)
@@ -478,8 +478,8 @@ def preresnet_plan(profile: str, seed: int = 0, device: str = "auto", **override
     ``ValueError``."""
     import pandas as pd
 
-    from .config import RunConfig
-    from .profiles import resolve
+    from ...config import RunConfig
+    from ...profiles import resolve
 
     sizes = resolve(profile, PRERESNET_SIZES)
     rows = []
@@ -559,7 +559,7 @@ def exponential_rescale_table(profile: str = "paper"):
     exponent k at the end. Pure schedule arithmetic, nothing is trained."""
     import pandas as pd
 
-    from . import schedules as S
+    from ... import schedules as S
 
     plan = preresnet_plan(profile)
     rows = []

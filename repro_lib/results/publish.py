@@ -33,10 +33,10 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 def record_claims(out_dir: str | os.PathLike, rows: list[dict]) -> Path:
     """Write the notebook's claims (``out_dir/claims.json``, atomically). Each row: ``paper``, ``item`` (e.g.
-    "Table 1 (a), N = 1000"), ``claim`` (in words), ``data`` (``report.dataset_label``), ``seeds``, ``verdict``
+    "Table 1 (a), N = 1000"), ``claim`` (in words), ``data`` (``findings.dataset_label``), ``seeds``, ``verdict``
     (computed from the runs, e.g. "best (margin +1.2, within the seed spread 1.5)"), optionally ``peak_tf`` (text),
     ``train_minutes``."""
-    from .store import _write_atomic
+    from ..store import _write_atomic
 
     required = ("paper", "item", "claim", "data", "seeds", "verdict")
     for r in rows:
@@ -157,7 +157,7 @@ def readme_results(readme: str | os.PathLike = "README.md") -> str:
 
 def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
     """``{executed notebook: [run hashes]}`` of what makes a published notebook stale, for every published notebook
-    with a registered grid (``cluster.NOTEBOOK_PLANS``), built with the parameters it was executed with:
+    with a registered grid (``papers.registry``), built with the parameters it was executed with:
 
     * a run the notebook would ask for today that it did not ask for when it was published (its ``*.csv`` files
       name the hashes of the runs it showed, ``sweep.run_sweep``'s ``hash`` column): a changed grid or a bumped
@@ -173,16 +173,16 @@ def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
     and their store agree with the current code."""
     import pandas as pd
 
-    from .cluster import NOTEBOOK_PLANS, notebook_plans
+    from ..papers import registry
 
     root = Path(reports)
     out = {}
     for nb in published_notebooks(root):
-        if nb.stem not in NOTEBOOK_PLANS:
+        if nb.stem not in registry.with_plans():
             continue
         params = {k: v for k, v in notebook_parameters(nb).items() if k not in ("results_dir", "collect")}
         profile = params.pop("profile", nb.parent.name)
-        cfgs = [c for plan in notebook_plans(nb, profile, params) for c in plan["cfg"]]
+        cfgs = [c for plan in registry.plans(nb.stem, profile, params) for c in plan["cfg"]]
         current = [c.hash for c in cfgs]
         shown = pd.concat([df for f in sorted((nb.parent / nb.stem).glob("*.csv"))
                            for df in [pd.read_csv(f)] if "hash" in df and "status" in df] or [pd.DataFrame()])
@@ -214,7 +214,7 @@ def rerender(reports: str | os.PathLike = "reports", names=None, log=print) -> l
     with and ``collect=True``: every table, figure and verdict is drawn anew from ``reports/runs/`` and nothing
     trains (a run the store lacks shows as "missing"). Returns the runner's outcomes (``notebook.Outcome``); nothing is
     appended to the execution log (``notebook.RUN_LOG``)."""
-    from .notebook import find_notebooks, run_notebooks
+    from ..runs.notebook import find_notebooks, run_notebooks
 
     root = Path(reports)
     outcomes = []

@@ -18,23 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 
-
-def plans(names, profile: str, seed: int = 0, device: str = "auto", dataset: str = "", num_epochs: int = 0,
-          precision: str = "", cuda_graphs: bool = False) -> dict[str, pd.DataFrame]:
-    """``{name: experiments.get(name).plan(...)}`` for the notebook's parameters: the profile's seeds each offset
-    by ``seed``; ``dataset``, ``num_epochs``, ``precision``, ``cuda_graphs`` override the profile only when set
-    (``""``, 0, False: the profile's), so at their defaults every config, and hence every store key, is the
-    profile's own."""
-    from . import experiments
-
-    overrides = {k: v for k, v in dict(dataset=dataset, num_epochs=num_epochs, precision=precision,
-                                       cuda_graphs=cuda_graphs).items() if v}
-    out = {}
-    for name in names:
-        exp = experiments.get(name)
-        out[name] = exp.plan(profile, seeds=[seed + s for s in exp.profiles[profile].seeds], device=device,
-                             **overrides)
-    return out
+from ... import data, profiles
+from ...results.findings import claim_rows, dataset_label, say_findings, verdict_line
+from ...results.findings import findings as column_findings
+from ...results import publish
+from ...runs import sweep
+from ...store import Store
+from .. import transcribed
+from .grids import get, plans
 
 
 def grid(plan: pd.DataFrame) -> pd.DataFrame:
@@ -70,8 +61,6 @@ class YunTables:
         the grid): runs, model, data (SYNTHETIC when it is), width, epochs and LR schedule, seeds, test images,
         image-epochs, the grid (:func:`grid`: each paper cell beside our N, B, η, λ and its tuning factor), and
         the GPU-hour estimates of this profile and of the gpu and paper profiles."""
-        from . import experiments
-
         for name, plan in self.plans.items():
             cfg0 = plan.cfg.iloc[0]
             print(f"{name}: {len(plan)} runs, {cfg0.model} (scale_invariant={cfg0.scale_invariant}), "
@@ -85,9 +74,9 @@ class YunTables:
                   f"{schedule}, test images: {'the full test set' if not cfg0.n_test else f'{cfg0.n_test} class-balanced'}, "
                   f"{sum(c.n * c.num_epochs for c in plan.cfg) / 1e6:.2f}M image-epochs")
             print("  " + cells.to_string(index=False).replace("\n", "\n  "))
-            gpu_h = {p: experiments.estimate_gpu_hours(experiments.get(name).plan(p)) for p in ("gpu", "paper")}
+            gpu_h = {p: profiles.estimate_gpu_hours(get(name).plan(p)) for p in ("gpu", "paper")}
             print(f"  estimated GPU-hours (measured H200 rates, README: Throughput): this profile "
-                  f"{experiments.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}")
+                  f"{profiles.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}")
 
     def run(self, data_root: str = "", download: bool = False, collect: bool = False,
             runs_csv: str = "{name}_runs.csv") -> dict[str, pd.DataFrame]:
@@ -96,16 +85,13 @@ class YunTables:
         cells sharing N and B train together as one stacked model, the profile's ``max_members``), print each
         table's status counts and train time, write ``runs_csv`` (per table) into the output folder. ``collect``:
         train nothing, read a cluster sweep's runs (absent ones: status "missing"). Returns ``{name: results}``."""
-        from . import data, experiments, sweep
-        from .store import Store
-
         if not collect:
             data.require_for([c for plan in self.plans.values() for c in plan.cfg], data_root or None, download)
         results = {}
         for name, plan in self.plans.items():
             r = sweep.run_sweep(plan, Store(self.results_dir), data_root=data_root or None, download=download,
                                 progress=self.profile != "smoke",
-                                max_members=experiments.get(name).profiles[self.profile].max_members,
+                                max_members=get(name).profiles[self.profile].max_members,
                                 collect=collect)
             print(name, r.status.value_counts().to_dict(), f"train time {r.seconds.sum():.0f} s")
             r.drop(columns=["cfg", "history"]).to_csv(self.out_dir / runs_csv.format(name=name), index=False)
@@ -114,21 +100,19 @@ class YunTables:
 
     # ------------------------------------------------------------------------------------------- findings
     def findings(self, results: pd.DataFrame, name: str, col: str, claim: str, item: str) -> pd.DataFrame:
-        """What the runs say about ``claim`` for table ``name`` (``report.findings``: per column the verdict, the
+        """What the runs say about ``claim`` for table ``name`` (``results.findings.findings``: per column the verdict, the
         yellow cell's margin to the best other cell against the seed spread, the peak tuning factor of a quadratic
         fit with its bootstrap interval), shown in words and as a table; also recorded as the notebook's claims
         (``<out_dir>/claims.json``, read by ``python -m repro_lib summary``). Returns the findings table."""
         from IPython.display import Markdown, display
 
-        from . import paper, publish, report
-
-        found = report.findings(results, col=col, yellow_tf=paper.yellow_factor(name))
+        found = column_findings(results, col=col, yellow_tf=transcribed.yellow_factor(name))
         self._found[name] = found
-        data = report.dataset_label(results)
-        self._claims[name] = report.claim_rows(found, paper="Yun et al. 2022", item=item, claim=claim, data=data,
+        data = dataset_label(results)
+        self._claims[name] = claim_rows(found, paper="Yun et al. 2022", item=item, claim=claim, data=data,
                                                col=col, results=results)
         publish.record_claims(self.out_dir, [row for rows in self._claims.values() for row in rows])
-        display(Markdown(f"**{item}** ({data}):\n\n" + report.say_findings(found, col=col)))
+        display(Markdown(f"**{item}** ({data}):\n\n" + say_findings(found, col=col)))
         shown = ["subtable", col, "cells", "seeds", "verdict", "yellow_mean", "yellow_sd", "best_other",
                  "best_other_tf", "margin", "spread", "decided", "peak_tf", "peak_lo", "peak_hi", "yellow_tf",
                  "missing"]
@@ -137,13 +121,9 @@ class YunTables:
     def verdict(self) -> str:
         """The notebook's one-line verdict over every table shown with :meth:`findings` (the cell tagged
         ``verdict``, read by the runner's end table)."""
-        from . import report
-
-        return "; ".join(f"{name.replace('yun2022_', '')}: {report.verdict_line(f)}" for name, f in self._found.items())
+        return "; ".join(f"{name.replace('yun2022_', '')}: {verdict_line(f)}" for name, f in self._found.items())
 
     @property
     def data_label(self) -> str:
-        """What the notebook's runs train on, for figure titles (``report.dataset_label``: a stand-in says so)."""
-        from . import report
-
-        return report.dataset_label([c for plan in self.plans.values() for c in plan.cfg])
+        """What the notebook's runs train on, for figure titles (``findings.dataset_label``: a stand-in says so)."""
+        return dataset_label([c for plan in self.plans.values() for c in plan.cfg])

@@ -3,7 +3,7 @@
 ``python -m repro_lib sweep NOTEBOOK --profile P --executor {local,slurm} …`` (see ``__main__``):
 
 1. **Grid.** The notebook's parameters (its ``parameters`` cell, overridden by ``-p name value``) are turned into
-   the plans the notebook itself builds (:data:`NOTEBOOK_PLANS`: the same ``Experiment.plan`` /
+   the plans the notebook itself builds (``repro_lib.papers.registry``: the same ``Experiment.plan`` /
    ``exp_lr.preresnet_plan`` / ``backmatching.table1_plan`` calls with the same arguments), so the configs, and
    hence the store keys, are exactly those the notebook reads back.
 2. **Skip and group.** Cells already finished or diverged in the store (``<results_dir>``) are skipped; the rest
@@ -29,75 +29,15 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from .config import RunConfig
+from ..config import RunConfig
+from ..papers import registry
 
 # ------------------------------------------------------------------------------------------- notebook grids
-
-
-def _overrides(**values) -> dict:
-    """The override parameters the notebook passes on: those that are set (``""``, 0 and False mean "the profile's
-    default", so unset parameters change no config and no hash)."""
-    return {k: v for k, v in values.items() if v}
-
-
-def _yun(*names: str) -> Callable:
-    """The plans of a Yun et al. 2022 notebook: ``experiments.get(name).plan(...)`` for each of its tables, called
-    as the notebook calls it (seeds offset by ``seed``; ``dataset``, ``num_epochs``, ``precision``, ``cuda_graphs``
-    overrides when set, so their defaults leave every config and hash unchanged)."""
-
-    def plans(profile: str, seed: int = 0, dataset: str = "", num_epochs: int = 0, device: str = "auto",
-              precision: str = "", cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
-        from .yun_tables import plans as notebook_plans
-
-        return list(notebook_plans(names, profile, seed=seed, device=device, dataset=dataset, num_epochs=num_epochs,
-                                   precision=precision, cuda_graphs=cuda_graphs).values())
-
-    def max_members(profile: str) -> int:
-        from . import experiments
-
-        return max(experiments.get(n).profiles[profile].max_members for n in names)
-
-    plans.max_members = max_members
-    return plans
-
-
-def _preresnet(profile: str, seed: int = 0, dataset: str = "", num_epochs: int = 0, device: str = "auto",
-               precision: str = "", cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
-    from . import exp_lr
-
-    overrides = _overrides(dataset=dataset, num_epochs=num_epochs, precision=precision, cuda_graphs=cuda_graphs)
-    return [exp_lr.preresnet_plan(profile, seed=seed, device=device, **overrides)]
-
-
-def _backmatching(profile: str, seed: int = 0, dataset: str = "", num_epochs: int = 0, device: str = "auto",
-                  precision: str = "", cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
-    from . import backmatching
-
-    overrides = _overrides(dataset=dataset, num_epochs=num_epochs, device=device, precision=precision,
-                           cuda_graphs=cuda_graphs)
-    return [backmatching.table1_plan(profile, seed_offset=seed, **overrides)]
-
-
-# notebook stem -> plans(profile, **notebook parameters) -> list of plan DataFrames (a ``cfg`` column each)
-NOTEBOOK_PLANS: dict[str, Callable[..., list[pd.DataFrame]]] = {
-    "yun2022_section3": _yun("yun2022_section3"),
-    "yun2022_table1": _yun("yun2022_table1"),
-    "yun2022_table2": _yun("yun2022_table2"),
-    "yun2022_tables3_4": _yun("yun2022_table3", "yun2022_table4"),
-    "yun2022_table5": _yun("yun2022_table5"),
-    "yun2022_table6": _yun("yun2022_table6"),
-    "yun2022_tables7_11": _yun("yun2022_table7", "yun2022_table11"),
-    "yun2022_tables8_10": _yun("yun2022_table8", "yun2022_table10"),
-    "yun2022_table9": _yun("yun2022_table9"),
-    "li_arora_preresnet32": _preresnet,
-    "backmatching_vgg": _backmatching,
-}
 
 
 def notebook_parameters(path: str | Path, overrides: dict | None = None) -> dict:
@@ -114,19 +54,19 @@ def notebook_parameters(path: str | Path, overrides: dict | None = None) -> dict
 
 
 def notebook_plans(path: str | Path, profile: str, params: dict | None = None) -> list[pd.DataFrame]:
-    """The plans the notebook at ``path`` builds for ``profile`` and ``params`` (see :data:`NOTEBOOK_PLANS`)."""
+    """The plans the notebook at ``path`` builds for ``profile`` and ``params`` (``papers.registry``)."""
     stem = Path(path).stem
-    if stem not in NOTEBOOK_PLANS:
+    if stem not in registry.with_plans():
         raise ValueError(f"notebook: {Path(path).name} has no registered grid for cluster sweeps; supported: "
-                         f"{', '.join(sorted(NOTEBOOK_PLANS))} (the others build their runs inline or train "
+                         f"{', '.join(registry.with_plans())} (the others build their runs inline or train "
                          "nothing worth a cluster: run them with `python -m repro_lib run`)")
-    return NOTEBOOK_PLANS[stem](profile, **{k: v for k, v in (params or {}).items() if k != "profile"})
+    return registry.plans(stem, profile, params)
 
 
 def default_max_members(path: str | Path, profile: str) -> int:
     """The ``max_members`` the notebook passes to ``run_sweep`` (its experiment's, else 1)."""
-    fn = NOTEBOOK_PLANS.get(Path(path).stem)
-    return fn.max_members(profile) if hasattr(fn, "max_members") else 1
+    stem = Path(path).stem
+    return registry.get(stem).max_members(profile) if stem in registry.NOTEBOOKS else 1
 
 
 # ------------------------------------------------------------------------------------------- grouping
@@ -148,7 +88,7 @@ def group_todo(cfgs: list[RunConfig], store, max_members: int = 1) -> tuple[list
 
     Groups as ``batched.fit_grouped`` trains them: configs ``fit_many`` can stack are grouped by
     ``batched.group_configs`` (at most ``max_members`` each), every other config is a group of one."""
-    from .batched import group_configs, stackable
+    from ..batched import group_configs, stackable
 
     todo = [c for c in cfgs if store.get(c) is None]
     n_done = len(cfgs) - len(todo)
@@ -170,9 +110,9 @@ class TrainGroups(Checkpointable):
 
     def __call__(self, groups: list[list[RunConfig]], results_dir: str, data_root: str | None = None,
                  download: bool = False) -> list[dict]:
-        from .batched import fit_grouped
-        from .store import Store
-        from .train import fit
+        from ..batched import fit_grouped
+        from ..store import Store
+        from ..train import fit
 
         store = Store(results_dir)
         out = []
@@ -268,7 +208,7 @@ def submit(cfgs, results_dir: str | Path = "results", executor: str = "local", m
     over (0: 1). ``gpus_per_job``: default 1 on SLURM, 0 locally. ``slurm``: ``partition``, ``cpus_per_task``,
     ``name``, ``extra`` (any other sbatch option) — see :func:`slurm_parameters`. ``dry_run``: group and
     submit nothing (for SLURM the sbatch script is returned in ``Submission.sbatch``)."""
-    from .store import Store
+    from ..store import Store
 
     cfgs = unique_configs(cfgs)
     store = Store(results_dir)

@@ -1,11 +1,12 @@
-"""``benchmarks/paper_window.py`` at smoke size on the CPU: a call whose budget cannot finish its queue stops between
-epochs with every member checkpointed, and its output brings the checkpoints back; the next call, on a fresh copy
-of the store rebuilt from that output, resumes them and finishes the queue; a third call finds nothing to do.
-Also the carried data file: the images a run sees through it are the images the JPEG folder gives."""
+"""The budgeted GPU window (``repro_lib.runs.window``, ``python -m repro_lib window``) at smoke size on the CPU: a
+call whose budget cannot finish its queue stops between epochs with every member checkpointed, and its output
+brings the checkpoints back; the next call, on a fresh copy of the store rebuilt from that output, resumes them and
+finishes the queue; a third call finds nothing to do. The stop goes through the ``clock=`` hook of ``fit`` /
+``fit_many``: nothing of the engine is swapped. Also the carried data file (``--pack-data``): the images a run
+sees through it are the images the JPEG folder gives."""
 from __future__ import annotations
 
 import shutil
-import sys
 import tarfile
 import time
 from pathlib import Path
@@ -13,15 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import paper_window as pw  # noqa: E402
-import paper_window_data as pwd  # noqa: E402
-
-from repro_lib import data as data_mod  # noqa: E402
-from repro_lib import train  # noqa: E402
-from repro_lib.store import Store  # noqa: E402
+from repro_lib import batched, train
+from repro_lib import data as data_mod
+from repro_lib.__main__ import main as cli
+from repro_lib.runs import window as pw
+from repro_lib.store import Store
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: tiny tensors
 
@@ -56,7 +53,8 @@ def _untar(archive: Path, dest: Path) -> list[str]:
 def carried(tmp_path_factory):
     base = tmp_path_factory.mktemp("pw_data")
     src = _jpeg_folder(base / "src")
-    info = pwd.main(["--data-root", str(src), "--out", str(base / "gpu_data" / pw.DATA_FILE), "--tiny", *SEED_ARGS])
+    info = pw.main(["--pack-data", "--data-root", str(src), "--data-file", str(base / "gpu_data" / pw.DATA_FILE),
+                    "--tiny", *SEED_ARGS])
     return src, base / "gpu_data", info
 
 
@@ -144,10 +142,61 @@ def test_window_stops_resumes_and_skips(carried, tmp_path, monkeypatch):
 def test_plan_only_lists_the_queue(capsys):
     pw.main(["--plan-only", "--store", ""])
     out = capsys.readouterr().out
+    assert cli(["window", "--plan-only", "--store", ""]) == 0  # python -m repro_lib window: the same call
+    assert capsys.readouterr().out == out
     for label, runs in (("table1 (a) N=3125", 21), ("table1 (b)+(c) N=3125", 36), ("table1 (a) N=6250", 21),
                         ("table2 (a)-(c) N=3125", 57)):
         line = next(x for x in out.splitlines() if x.startswith(label))
         assert int(line[len(label):].split()[0]) == runs
+    assert next(x for x in out.splitlines() if x.startswith("total")).split()[1] == "135"
+
+
+def test_the_stop_goes_through_the_clock_hook(carried, tmp_path, monkeypatch):
+    """The window hands ``fit`` / ``fit_many`` its own between-epochs hook (``clock=``) and leaves the engine's
+    ``CheckpointClock`` alone, before, during and after the call; a group it cuts between epochs resumes from its
+    checkpoints in the next call on the same store and finishes every epoch."""
+    _, gpu_data, _ = carried
+    engine = train.CheckpointClock, batched.CheckpointClock
+    calls = []
+
+    def spy(real):
+        def wrapped(*a, **kw):
+            calls.append((kw.get("clock"), train.CheckpointClock, batched.CheckpointClock))
+            return real(*a, **kw)
+        return wrapped
+
+    monkeypatch.setattr(train, "fit", spy(train.fit))
+    monkeypatch.setattr(batched, "fit_many", spy(batched.fit_many))
+    real_log = pw.WindowStore.log_epoch
+
+    def slow_log(self, cfg, metrics):
+        time.sleep(0.6)
+        real_log(self, cfg, metrics)
+
+    store = tmp_path / "store"
+    args = ["--tiny", "--epochs", str(EPOCHS), "--max-runs", "2", "--max-members", "2", *SEED_ARGS, "--reserve-s",
+            "0", "--store", str(store), "--data-root", str(gpu_data)]
+    with monkeypatch.context() as m:
+        m.setattr(pw.WindowStore, "log_epoch", slow_log)
+        log1 = pw.main([*args, "--budget-s", "5", "--out", str(tmp_path / "out1")])
+    assert log1["script"] == "python -m repro_lib window"
+    assert log1["groups"][0]["status"] == "budget" and log1["groups"][0]["members"] == 2
+    cut = {c["hash"]: c["epoch"] for c in log1["cut"]}
+    assert len(cut) == 2 and all(1 <= e < EPOCHS for e in cut.values())
+    assert calls and all(clock is not None and clock is not engine[0] and (tc, bc) == engine
+                         for clock, tc, bc in calls)
+    assert (train.CheckpointClock, batched.CheckpointClock) == engine
+
+    log2 = pw.main([*args, "--budget-s", "300", "--out", str(tmp_path / "out2")])
+    assert log2["stopped"] == "queue finished" and [g["status"] for g in log2["groups"]] == ["finished"]
+    assert log2["groups"][0]["start_epoch"] == min(cut.values())
+    assert (train.CheckpointClock, batched.CheckpointClock) == engine
+    s = Store(store)
+    queue = [c for it in pw.build_queue((0,), tiny=True, epochs=EPOCHS, max_runs=2) for c in it.cfgs]
+    assert {c.hash for c in queue} == set(cut)
+    for c in queue:
+        assert s.get(c)["status"] == "finished"
+        assert [h["epoch"] for h in s.history(c)] == list(range(1, EPOCHS + 1))
 
 
 def test_group_too_long_for_the_budget_shrinks(carried, tmp_path, monkeypatch):

@@ -48,9 +48,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cutmix import CUTMIX_BETA, CUTMIX_PROB
-from .distributed import REFERENCE_IMAGES_PER_GPU_SECOND, ImageFolderConfig, training_images
-from .models import timm_imagenet  # noqa: F401  (registers resnet18_imagenet)
+from ...cutmix import CUTMIX_BETA, CUTMIX_PROB
+from ...distributed import REFERENCE_IMAGES_PER_GPU_SECOND, ImageFolderConfig, training_images
+from ...models import timm_imagenet  # noqa: F401  (registers resnet18_imagenet)
+from .. import transcribed
 
 SGD_FAMILY = ("sgd", "sgdp")
 ADAM_FAMILY = ("adam", "adamw", "adamp")
@@ -199,7 +200,7 @@ def plan(profile: str, seed: int = 0, wd_source: str = "E.2", **overrides) -> Pl
     ``wd_source``: Table 2's weight decays, "E.2" (text) or "F" (Figs. F.2/F.4 captions). ``overrides``: config
     fields applied to every run (``device``, ``num_workers``, ``num_epochs``; a falsy value = the profile's).
     Raises ``ValueError`` naming a bad parameter."""
-    from .profiles import check_profile
+    from ...profiles import check_profile
 
     check_profile(profile)
     if wd_source not in TABLE2_WD:
@@ -281,9 +282,7 @@ def results_frame(p: Plan, results: dict[str, dict]) -> "pd.DataFrame":  # noqa:
 
 def table1_beside_paper(df) -> "pd.DataFrame":  # noqa: F821
     """Table 1 (ImageNet ResNet-18 rows): ours (seed mean) beside the paper's Norm¹, Norm^last, score."""
-    from . import paper
-
-    ref = paper.table("adamp_table1")
+    ref = transcribed.table("adamp_table1")
     ref = ref[ref.task == "imagenet_classification"][["optimizer", "weight_decay", "norm_first", "norm_last",
                                                        "norm_change", "score"]]
     ref = ref.rename(columns={c: f"paper_{c}" for c in ("norm_first", "norm_last", "norm_change", "score")})
@@ -300,9 +299,7 @@ def table1_beside_paper(df) -> "pd.DataFrame":  # noqa: F821
 def table2_beside_paper(df) -> "pd.DataFrame":  # noqa: F821
     """Table 2: one row per (architecture, optimizer): the paper's top-1 (mean of 3 seeds) and ours (seed
     mean), with the gain over the baseline (SGDP − SGD, AdamP − AdamW) for both."""
-    from . import paper
-
-    ref = paper.table("adamp_table2")
+    ref = transcribed.table("adamp_table2")
     ref = ref.assign(model=[f"{m}+cutmix" if c else m for m, c in zip(ref.model, ref.cutmix)])
     ref = ref[["model", "optimizer", "top1"]].rename(columns={"top1": "paper_top1"})
     t2 = df[df.table == "table2"]

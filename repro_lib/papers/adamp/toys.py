@@ -24,9 +24,9 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from .optim.adamp import AdamP, scale_invariance_test
-from .optim.sgdp import SGDP
-from .store import load_torch_checkpoint, save_torch_atomic
+from ...optim.adamp import AdamP, scale_invariance_test
+from ...optim.sgdp import SGDP
+from ...store import load_torch_checkpoint, save_torch_atomic
 
 # ----------------------------------------------------------------------------------------------------- optimizers
 TOY_OPTIMIZERS = ("gd", "sgd", "sgd_wd", "sgdp", "sgdp_inplace", "adam", "adamw", "adamp")
@@ -359,7 +359,7 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
     plus ``run_key`` (what the caller's model and data depend on, e.g. profile sizes, seed, dataset); a file of
     another run raises ``ValueError`` rather than be overwritten or reused. A ``batches`` that ends before
     ``steps`` raises ``ValueError`` (nothing short is recorded as finished)."""
-    from .schedules import Constant, Cosine
+    from ...schedules import Constant, Cosine
 
     if schedule not in ("constant", "cosine"):
         raise ValueError(f"schedule: {schedule!r} is not 'constant' or 'cosine'")
@@ -422,7 +422,7 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
 # repro_lib.data dataset into memory (CIFAR ResNet-18); "imagefolder" streams ImageNet with the paper's model
 # (timm ResNet-18, 224 px, RandomResizedCrop + flip) as the paper measured it. Every profile trains with Table 2's
 # AdamP recipe (Appendix E.2: lr 1e-3, wd 1e-4 in AdamW notation = torch weight_decay 0.1, batch 256 on ImageNet,
-# cosine annealing over the whole run; E.2's 1e-4, not the 1e-6 of the Fig. F.4 caption, as ``adamp_imagenet``'s
+# cosine annealing over the whole run; E.2's 1e-4, not the 1e-6 of the Fig. F.4 caption, as ``papers.adamp.imagenet``'s
 # default ``wd_source="E.2"``); they differ in data, model width and the length of the run, which the cosine is
 # compressed to. ``paper``: 100 epochs of ImageNet-1k = 100 × ⌈1,281,167 / 256⌉ = 500,500 steps (the
 # loader keeps the last, short batch of each epoch), statistics every 250 steps (2,003 samples per tensor).
@@ -448,8 +448,8 @@ def imagefolder_batches(dataset: str, root, image_size: int, batch_size: int, n:
     permutation (the last one short), so step ``s`` is batch ``s % L`` of epoch ``s // L`` (L = batches per
     epoch): a resumed stream starts that epoch's sampler ``(s % L) · batch_size`` positions in, without decoding
     the skipped images, and yields exactly the batches an uninterrupted stream would."""
-    from . import imagefolder
-    from .data import normalize
+    from ... import imagefolder
+    from ...data import normalize
 
     if start_step < 0:
         raise ValueError(f"start_step: must be >= 0, got {start_step}")

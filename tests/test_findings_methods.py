@@ -1,11 +1,12 @@
-"""findings_extra: the computed lines of the "What we found" cells of the notebooks that are not swept paper grids."""
+"""results.findings for the notebooks that are not swept paper grids: the computed lines of their "What we
+found" cells."""
 import math
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from repro_lib import findings_extra as F
+from repro_lib.results import findings as F
 
 
 def _methods(seeds=(0, 1, 2), ours_shift=1.0, noise=0.1):
@@ -88,11 +89,11 @@ def test_binomial_sd_lead_and_perfect_at():
 
 
 def test_labels_and_minutes():
-    assert F.data_label([SimpleNamespace(dataset="cifar10", synthetic=False),
+    assert F.dataset_label([SimpleNamespace(dataset="cifar10", synthetic=False),
                          SimpleNamespace(dataset="cifar10-jpeg", synthetic=False)]).startswith("CIFAR-10, CIFAR-10 JPEG")
-    assert F.data_label([SimpleNamespace(dataset="synthetic-imagefolder")]) == "synthetic images (pipeline check)"
-    assert F.data_label([SimpleNamespace(dataset="imagenet")]) == "ImageNet"
-    assert F.data_label([SimpleNamespace(dataset="cifar10", synthetic=True)]) == "synthetic images (pipeline check)"
+    assert F.dataset_label([SimpleNamespace(dataset="synthetic-imagefolder")]) == "synthetic images (pipeline check)"
+    assert F.dataset_label([SimpleNamespace(dataset="imagenet")]) == "ImageNet"
+    assert F.dataset_label([SimpleNamespace(dataset="cifar10", synthetic=True)]) == "synthetic images (pipeline check)"
     assert F.train_minutes(pd.DataFrame({"seconds": [60.0, float("nan"), 120.0]})) == pytest.approx(3.0)
     assert F.train_minutes([{"train_seconds": 90.0}, {"status": "missing"}]) == pytest.approx(1.5)
     assert F.num(float("nan")) == "n/a" and F.num(1.234, "+.1f") == "+1.2" and F.num(None) == "n/a"

@@ -17,8 +17,7 @@ import math
 
 import pandas as pd
 
-from .notebook import progress_lines
-from .train import fit
+from ..train import fit, progress_lines
 
 
 MISSING = "missing"  # status of a run the store does not hold (collect mode)
@@ -51,7 +50,7 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
         max_members = int(plan.attrs.get("max_members", 1))
     cfgs = list(plan["cfg"])
     if store is not None and not hasattr(store, "get"):
-        from .store import Store
+        from ..store import Store
 
         store = Store(store)
     if collect:
@@ -66,7 +65,7 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
         if summary:  # damaged records (each also warned about) now show as missing: say so once, under the table
             print(summary)
     elif max_members > 1:
-        from .batched import fit_grouped
+        from ..batched import fit_grouped
 
         lines = progress and progress_lines()  # under the runner: one line per run, no bars in the notebook
         stored = [store is not None and store.get(c) is not None for c in cfgs] if lines else []
@@ -122,7 +121,7 @@ def _num(v) -> float:
 
 def aggregate(df: pd.DataFrame, by: list[str], value: str = "test_acc") -> pd.DataFrame:
     """Mean of ``value`` over the finished runs per group, plus ``std`` (the sample standard deviation over them,
-    as ``report.findings`` uses; NaN for a single run), ``runs`` (rows of the group),
+    as ``results.findings`` uses; NaN for a single run), ``runs`` (rows of the group),
     ``diverged`` and ``missing`` (runs the store does not hold, ``run_sweep(collect=True)``) columns.
     ``value`` is NaN both when every run diverged (``diverged == runs``) and when none is there yet
     (``missing > 0``): the two counts tell them apart."""

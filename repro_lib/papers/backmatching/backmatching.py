@@ -182,13 +182,14 @@ def fc_bn_backmatching_grads(W: torch.Tensor, z_prev: torch.Tensor, target: torc
 # ----------------------------------------------------------------------------- App. C.1
 # The scalar Hessian approximations and the layer rates of Eq. (*) live with the optimizer that uses them
 # (repro_lib.optim.backmatching); re-exported here, where the derivation is.
-from .optim.backmatching import (Layer, layer_constants, layer_rates, m_input, m_weight,  # noqa: E402,F401
+from ...optim.backmatching import (Layer, layer_constants, layer_rates, m_input, m_weight,  # noqa: E402,F401
                                  sq_norm_mu, trace_layers, w_col, w_row)
+from .. import transcribed  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- Table 1 runs (profiles as data)
 # The supplement (App. D) gives the methods, their global rates and weight decays (read from the paper table
-# ``repro_lib.paper.table("backmatching_table1")``: lr, weight_decay per method) and "median of 3 runs"; it
+# ``repro_lib.papers.transcribed.table("backmatching_table1")``: lr, weight_decay per method) and "median of 3 runs"; it
 # does not give epochs, batch size, schedule or augmentation. *choice*: the common CIFAR VGG recipe —
 # batch 128, 200 epochs, LR ÷10 at 50 % and 75 % of training, crop + flip, Nesterov momentum 0.9 for all
 # four methods (App. D states it for SGD; the other three are SGD with a layer-wise rate).
@@ -220,10 +221,8 @@ def table1_plan(profile: str, seeds=None, seed_offset: int = 0, dataset: str = "
     the CIFAR-100 runs are unchanged. ``params`` override RunConfig fields of every run (an unknown name is a
     ``ValueError`` naming it)."""
     import pandas as pd
-
-    from . import paper
-    from .config import RunConfig
-    from .profiles import check_profile
+    from ...config import RunConfig
+    from ...profiles import check_profile
 
     check_profile(profile)
     known = set(RunConfig.__dataclass_fields__)
@@ -232,7 +231,7 @@ def table1_plan(profile: str, seeds=None, seed_offset: int = 0, dataset: str = "
             raise ValueError(f"{k}: unknown parameter (RunConfig fields: {sorted(known)})")
     prof = TABLE1_PROFILES[profile]
     datasets = {**prof["datasets"], **({"cifar10": dataset} if dataset and "cifar10" in prof["datasets"] else {})}
-    cells = paper.table("backmatching_table1")
+    cells = transcribed.table("backmatching_table1")
     rows = []
     for _, c in cells.iterrows():
         if c["dataset"] not in prof["datasets"] or c["model"] not in prof["models"]:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from repro_lib import report
+from repro_lib.results import figures, tables
 
 
 def _cells():
@@ -23,7 +23,7 @@ def _cells():
 
 
 def test_pivot_keeps_paper_row_order_and_blanks():
-    grid, yellow = report.pivot_cells(_cells(), "test_acc")
+    grid, yellow = tables.pivot_cells(_cells(), "test_acc")
     assert [lr for lr, _ in grid.index] == [0.4, 0.2, 0.1]
     assert list(grid.columns) == [1000, 2000]
     assert math.isnan(grid.loc[(0.1, 1e-4), 2000])
@@ -31,22 +31,22 @@ def test_pivot_keeps_paper_row_order_and_blanks():
 
 
 def test_verdict():
-    grid, yellow = report.pivot_cells(_cells(), "test_acc")
-    v = report.verdict(grid, yellow)
+    grid, yellow = tables.pivot_cells(_cells(), "test_acc")
+    v = tables.verdict(grid, yellow)
     assert v[1000] == "second"  # 61 best (not yellow), 60 yellow second
     assert v[2000] == "second"  # 71 best, 70 yellow
     grid.loc[(0.4, 1e-4), 2000] = 80.0
-    assert report.verdict(grid, yellow)[2000] == "best"
+    assert tables.verdict(grid, yellow)[2000] == "best"
     grid.loc[(0.4, 1e-4), 2000] = 10.0
     grid.loc[(0.1, 1e-4), 2000] = 20.0
-    assert report.verdict(grid, yellow)[2000] == "no"
+    assert tables.verdict(grid, yellow)[2000] == "no"
     grid.loc[(0.4, 1e-4), 2000] = np.nan
-    assert report.verdict(grid, yellow)[2000] == "n/a"
+    assert tables.verdict(grid, yellow)[2000] == "n/a"
 
 
 def test_style_marks_yellow_and_bold_and_exports(tmp_path):
-    grid, yellow = report.pivot_cells(_cells(), "test_acc")
-    html = report.style_grid(grid, yellow, caption="t").to_html()
+    grid, yellow = tables.pivot_cells(_cells(), "test_acc")
+    html = tables.style_grid(grid, yellow, caption="t").to_html()
     styled = {}  # cell id -> css declarations
     for sel, body in re.findall(r"([^{}]+)\{([^}]*)\}", html.split("</style>")[0]):
         for cell in re.findall(r"row(\d+)_col(\d+)", sel):
@@ -56,7 +56,7 @@ def test_style_marks_yellow_and_bold_and_exports(tmp_path):
     bold_cells = {k for k, v in styled.items() if "bold" in v}
     assert yellow_cells == {(0, 1), (1, 0)}
     assert bold_cells == {(2, 0), (1, 1)}  # 61 in column 1000, 71 in column 2000
-    files = report.export(report.style_grid(grid, yellow), tmp_path / "t1")
+    files = tables.export(tables.style_grid(grid, yellow), tmp_path / "t1")
     tex = files[1].read_text()
     assert r"\cellcolor" in tex and r"\bfseries" in tex
 
@@ -70,7 +70,7 @@ def test_table_report_pairs_our_cells_with_the_papers():
                              "weight_decay": 1e-4, "paper_lr": plr, "paper_weight_decay": 1e-4,
                              "yellow": r == 1, "paper_accuracy": acc_p, "seed": seed, "status": "finished",
                              "test_acc": acc})
-    html, v = report.table_report(pd.DataFrame(plan))
+    html, v = tables.table_report(pd.DataFrame(plan))
     assert "Reproduced (a)" in html and "Paper (a)" in html
     assert v.iloc[0]["ours"] == "best" and v.iloc[0]["paper"] == "best"
     assert "52.00 ± 1.41" in html  # mean of 51 and 53, sample sd over the two seeds
@@ -88,7 +88,7 @@ def test_table_cells_show_the_seed_sd_and_what_is_missing():
                          "yellow": r == 0, "paper_accuracy": 90.0, "seed": seed, "status": "finished",
                          "test_acc": acc})
     plan.append({**plan[-1], "seed": 2, "status": "missing", "test_acc": math.nan})
-    html, v = report.table_report(pd.DataFrame(plan))
+    html, v = tables.table_report(pd.DataFrame(plan))
     assert "72.00 ± 2.00" in html and "61.00 ± 1.41 (1 missing)" in html
     assert re.search(r">80.00<", html) and "80.00 ±" not in html
     assert v.iloc[0]["ours"].startswith("second")
@@ -107,11 +107,11 @@ def test_plot_angular_draws_the_prediction_until_the_first_lr_decay():
 
     hist = pd.DataFrame({"run": ["a"] * 8, "epoch": range(1, 9), "lr": [0.1] * 4 + [0.01] * 4,
                          "angular_update": [1.5, 0.3, 0.2, 0.2, 0.1, 0.05, 0.05, 0.05]})
-    ax = report.plot_angular(hist, hue="run", predicted={"10/128": 10 / 128})
+    ax = figures.plot_angular(hist, hue="run", predicted={"10/128": 10 / 128})
     ((x0, y0), (x1, y1)), = dashed(ax)
     assert (x0, x1) == (1, 5) and y0 == y1 == pytest.approx(math.acos(1 - 10 / 128))
     assert "axis cut" in ax.get_ylabel() and ax.get_ylim()[1] < 1.5
-    ax2 = report.plot_angular(hist.assign(lr=0.1), hue="run", predicted={"x": 10 / 128})
+    ax2 = figures.plot_angular(hist.assign(lr=0.1), hue="run", predicted={"x": 10 / 128})
     assert [seg[1][0] for seg in dashed(ax2)] == [8]  # no decay: to the last epoch
-    ax3 = report.plot_angular(hist.assign(effective_lr=1.0), hue="run", y="effective_lr")
+    ax3 = figures.plot_angular(hist.assign(effective_lr=1.0), hue="run", y="effective_lr")
     assert ax3.get_ylabel().startswith("η_eff")

@@ -38,8 +38,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..train import PROGRESS_ENV
+
 KERNEL = "repro_lib"
-PROGRESS_ENV = "REPRO_PROGRESS"  # "lines": one line per run instead of progress bars (set by the runner)
 NOTEBOOK_ENV = "REPRO_NOTEBOOK"  # the notebook being executed (for messages that tell how to rerun it)
 VERDICT_TAG = "verdict"
 RUN_LOG = "reproduce.jsonl"  # one line per executed notebook, under <results_dir>/<profile>/ (log_outcome)
@@ -187,13 +188,6 @@ def check_params(namespace: dict) -> None:
             raise ValueError(f"{name}: expected {_TYPE_WORDS[type_name]}, got {v!r} ({type(v).__name__})")
 
 
-# ------------------------------------------------------------------------------------------------ progress
-def progress_lines() -> bool:
-    """True under the runner (``$REPRO_PROGRESS=lines``): training prints one line per finished run instead of
-    progress bars, which would leave every refresh in the saved notebook."""
-    return os.environ.get(PROGRESS_ENV, "").lower() == "lines"
-
-
 @contextlib.contextmanager
 def _environ(**values):
     old = {k: os.environ.get(k) for k in values}
@@ -216,7 +210,7 @@ def run_notebook(path: str | Path, profile: str, parameters: dict | None = None,
     notebook prints one line per run (:func:`progress_lines`)."""
     import papermill as pm
 
-    from .profiles import check_profile
+    from ..profiles import check_profile
 
     check_profile(profile)
     path = Path(path).resolve()

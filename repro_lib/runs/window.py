@@ -1,10 +1,12 @@
-"""Yun et al. 2022, Table 1 (and Table 2) at the paper's own protocol, trained a bounded stretch of GPU time at a time.
+"""The budgeted GPU window: Yun et al. 2022, Table 1 (and Table 2) at the paper's own protocol, trained a bounded
+stretch of GPU time at a time (``python -m repro_lib window``).
 
 Each call trains what fits into ``--budget-s`` seconds of wall time (from the start of ``main``; the data set-up and
 the output included) and leaves every run it finished in the results store ``--store``; the next call skips those
 and goes on with the queue.
 
-**Queue** (in this order; the ``paper`` profile of ``experiments.get("yun2022_table1")`` / ``"yun2022_table2"``,
+**Queue** (``repro_lib.papers.registry.window_queue``, defined in ``repro_lib.papers.yun2022.grids``:
+``PAPER_QUEUE``; in this order; the ``paper`` profile of ``grids.get("yun2022_table1")`` / ``"yun2022_table2"``,
 ``Experiment.plan("paper", seeds=(0, 1, 2), dataset="cifar10-jpeg")`` filtered on ``subtable`` and ``paper_n``:
 scale-invariant ResNet-18 width 64, ghost BN 64, B = 128, 300 epochs, LR /10 at 150 and 225, coupled L2 weight
 decay, fp32, CUDA graphs, the full test set; ``cifar10-jpeg`` is a stand-in, never CIFAR-10):
@@ -21,27 +23,29 @@ memory cap of ``batched.group_configs`` (``member_bytes`` against 70 % of the fr
 through ``train.fit``, as in ``fit_grouped``. A resume checkpoint of the paper's network is about 130 MB per run
 (weights, momentum, the angular tracker's previous weights), far more than a file brought back from the GPU
 machine may weigh, so progress within a run does not outlive the call: a group is sized to *finish* in the time
-left. The size comes from the measured H200 rates of ``experiments`` (``seconds_per_image``: one graphed run to a
-16-member stack), with evaluation and the periodic checkpoints added, rescaled by what this call has measured
-(an H100 starts from its own measured scale, ``DEVICE_RATE_SCALE``).
+left. The size comes from the measured H200 rates of ``repro_lib.profiles`` (``seconds_per_image``: one graphed
+run to a 16-member stack), with evaluation and the periodic checkpoints added, rescaled by what this call has
+measured (an H100 starts from its own measured scale, ``DEVICE_RATE_SCALE``).
 After ``--probe-epochs`` epochs past the first, a group projects its own end; if it would overrun, it stops at that
 epoch boundary with every member checkpointed in the store and the call goes on with as many of them as fit --
 they resume from those checkpoints (never as large a group again).
 
-**Stopping.** ``fit`` and ``fit_many`` ask their checkpoint clock (``train.CheckpointClock``) once per finished
-epoch, after its evaluation; during a call that clock is this script's. It estimates the next epoch from the
-epochs so far and, if that epoch would end after the deadline (``--budget-s`` less ``--reserve-s``), has every
-member's checkpoint written and stops the call between epochs. Nothing finished is lost; a run cut there resumes
-from its checkpoint wherever the store still holds it (the same checkout, or ``checkpoints.tar.gz`` unpacked into
-it), else it starts over. Members that diverged in a group that is then stopped get their final record.
+**Stopping.** ``fit`` and ``fit_many`` build their between-epochs hook from their ``clock`` argument and ask it
+once per finished epoch, after its evaluation; the window passes its own (:class:`_Clock`, one :class:`Monitor`
+per training call). It estimates the next epoch from the epochs so far and, if that epoch would end after the
+deadline (``--budget-s`` less ``--reserve-s``), has every member's checkpoint written and stops the call between
+epochs. Nothing finished is lost; a run cut there resumes from its checkpoint wherever the store still holds it
+(the same checkout, or ``checkpoints.tar.gz`` unpacked into it), else it starts over. Members that diverged in a
+group that is then stopped get their final record.
 
-**Data.** ``--data-root`` is a folder holding ``cifar10-jpeg-window.pt`` (``benchmarks/paper_window_data.py``: the
-JPEG files of the training images that the queue's (N, seed) draw, the full label vector, the test set), or a data
-root with ``cifar10-jpeg/{train,test}``. The carried file is decoded into full-size tensors (50,000 training rows;
-zeros in the rows no run of the queue draws, since ``data.balanced_subset`` indexes the full training set) and
-handed to the library as its decoded-dataset cache (``data.cache_dir()``, a temporary folder for the call). It is
-checked first: its rows are exactly the subsets it was built for, they hold every subset the pending runs draw,
-and every decoded image matches the pixel checksum taken where the file was built.
+**Data.** ``--data-root`` is a folder holding ``cifar10-jpeg-window.pt`` (``python -m repro_lib window
+--pack-data``, :mod:`repro_lib.runs.window_data`: the JPEG files of the training images that the queue's
+(N, seed) draw, the full label vector, the test set), or a data root with ``cifar10-jpeg/{train,test}``. The
+carried file is decoded into full-size tensors (50,000 training rows; zeros in the rows no run of the queue draws,
+since ``data.balanced_subset`` indexes the full training set) and handed to the library as its decoded-dataset
+cache (``data.cache_dir()``, a temporary folder for the call). It is checked first: its rows are exactly the
+subsets it was built for, they hold every subset the pending runs draw, and every decoded image matches the pixel
+checksum taken where the file was built.
 
 **Output** (``--out``, at most three files): ``records.tar.gz`` (``runs/<hash>.json`` of every run finished in
 this call), ``checkpoints.tar.gz`` (only when the unfinished runs' checkpoints compress to at most 16 MiB:
@@ -50,19 +54,23 @@ and repro_lib versions, the queue's state, every group with its members, seconds
 what finished, what was cut and whether its checkpoints came back). Records and log are rewritten after every
 group, so a call killed at its time limit still returns what finished.
 
-The GPU call (the device ``run`` tool; leave ``kind`` out, ``timeout_s`` 600, ``carry`` ``["gpu_data"]``)::
+Before the first call in a checkout, pack the data file (24.3 MiB; ``gpu_data/`` is git-ignored; the working tree
+that travels, the store's records included, must stay under 64 MiB)::
 
-    PYTHONUNBUFFERED=1 PYTHONPATH=. python3 benchmarks/paper_window.py --budget-s 540 --store reports --out $OUT --data-root gpu_data
+    .venv/bin/python -m repro_lib window --pack-data --data-root <folder holding cifar10-jpeg>
 
-540 s leaves a minute of the 600 s limit for the interpreter's start and slack. Before the first call in a
-checkout, ``.venv/bin/python benchmarks/paper_window_data.py --data-root <folder holding cifar10-jpeg>`` writes
-``gpu_data/cifar10-jpeg-window.pt`` (24.3 MiB; ``gpu_data/`` is git-ignored; the working tree that travels, the
-store's records included, must stay under 64 MiB). After the call, from the repository root, with ``<files_at>``
-the folder its files came back to::
+which writes ``gpu_data/cifar10-jpeg-window.pt`` (``--data-file`` to write it elsewhere). The GPU call (the device
+``run`` tool; leave ``kind`` out, ``timeout_s`` 600, ``carry`` ``["gpu_data"]``)::
+
+    PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m repro_lib window --budget-s 540 --store reports --out $OUT --data-root gpu_data
+
+540 s leaves a minute of the 600 s limit for the interpreter's start and slack (the command imports neither
+papermill nor notebook code: the GPU machine's own torch is enough). After the call, from the repository root,
+with ``<files_at>`` the folder its files came back to::
 
     tar -xzf <files_at>/records.tar.gz -C reports        # -> reports/runs/<hash>.json
     tar -xzf <files_at>/checkpoints.tar.gz -C reports    # only if it came back (never commit checkpoints/)
-    .venv/bin/python benchmarks/paper_window.py --tidy --store reports   # drop files of runs now finished
+    .venv/bin/python -m repro_lib window --tidy --store reports   # drop files of runs now finished
     git add reports/runs/*.json && git commit -m "Yun et al. Table 1, paper protocol: more runs"
 
 and read ``<files_at>/window.json`` for what was trained (``finished``, ``cut``, ``queue``). Time left on a warm
@@ -70,50 +78,39 @@ machine after the call can go to a second call with a smaller ``--budget-s``, on
 (the store travels with the working tree); the warm machine still holds
 the git-ignored ``reports/checkpoints/`` of the first call, so its cut runs resume where they stopped.
 
-``--plan-only`` prints the queue with each item's estimated GPU seconds (``experiments.estimate_gpu_hours``) and
+``--plan-only`` prints the queue with each item's estimated GPU seconds (``profiles.estimate_gpu_hours``) and
 what the store already holds; ``--tiny`` is the same code at smoke size on the CPU (width 4, N/100, B = 16, a few
 epochs) for the tests.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import gc
-import io
 import json
 import math
 import os
 import sys
 import tarfile
-import tempfile
 import time
 import traceback
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from repro_lib import batched
-from repro_lib import data as data_mod
-from repro_lib import train as train_mod
-from repro_lib.experiments import estimate_gpu_hours, get, seconds_per_image
-from repro_lib.store import Store, package_version
+from .. import batched
+from .. import data as data_mod
+from .. import train as train_mod
+from ..papers import registry
+from ..profiles import estimate_gpu_hours, seconds_per_image
+from ..store import Store, package_version
+from .window_data import DATA_FILE, DATASET, window_data
+from .window_data import build as build_data_file
 
-DATASET = "cifar10-jpeg"
-DATA_FILE = "cifar10-jpeg-window.pt"
-DATA_FORMAT = 1
-SEEDS = (0, 1, 2)
-#: (label, experiment, sub-tables, paper column N), in training order
-QUEUE = (
-    ("table1 (a) N=3125", "yun2022_table1", ("a",), 3125),
-    ("table1 (b)+(c) N=3125", "yun2022_table1", ("b", "c"), 3125),
-    ("table1 (a) N=6250", "yun2022_table1", ("a",), 6250),
-    ("table2 (a)-(c) N=3125", "yun2022_table2", ("a", "b", "c"), 3125),
-)
-TINY_ROWS = (5, 6)  # --tiny keeps the two smallest-LR rows of every sub-table
+COMMAND = "python -m repro_lib window"
+SEEDS = (0, 1, 2)  # the queue's seeds (those of ``registry.window_queue``)
 OUT_FILE_LIMIT = 16 * 2 ** 20  # what one file back from the GPU machine may weigh
 # until measured: a group's fixed cost until its first epoch ends (build, stack, graph capture), and the seconds to
 # write M checkpoints at a stop (GPU, ~90 MB each; --tiny: the CPU at width 4)
@@ -132,7 +129,7 @@ def now() -> float:
 @dataclass
 class Item:
     label: str
-    table: str  # the experiment (repro_lib.experiments)
+    table: str  # the experiment (repro_lib.papers.yun2022.grids)
     plan: object  # the filtered Experiment.plan rows (DataFrame), before de-duplication
     cfgs: list = field(default_factory=list)  # the runs first asked for by this item (queue order)
     shared: int = 0  # rows of the plan that an earlier item already asks for (same hash)
@@ -144,16 +141,13 @@ def tiny_config(cfg, epochs: int):
 
 
 def build_queue(seeds=SEEDS, tiny: bool = False, epochs: int = 0, max_runs: int = 0) -> list[Item]:
-    """The queue's items, each with its de-duplicated runs (``Item.cfgs``), from ``Experiment.plan("paper",
-    seeds=..., dataset="cifar10-jpeg")`` filtered on ``subtable``/``paper_n``. ``tiny``: :func:`tiny_config`,
-    rows :data:`TINY_ROWS` only; ``epochs``: override the epoch count; ``max_runs``: only the first runs."""
+    """The queue's items, each with its de-duplicated runs (``Item.cfgs``), from ``registry.window_queue``
+    (``Experiment.plan("paper", seeds=..., dataset="cifar10-jpeg")`` filtered on ``subtable``/``paper_n``).
+    ``tiny``: :func:`tiny_config`, the queue's smoke rows only; ``epochs``: override the epoch count;
+    ``max_runs``: only the first runs."""
     seen: set[str] = set()
     items, total = [], 0
-    for label, name, subtables, n in QUEUE:
-        plan = get(name).plan("paper", seeds=tuple(seeds), dataset=DATASET)
-        plan = plan[plan["subtable"].isin(subtables) & (plan["paper_n"] == n)]
-        if tiny:
-            plan = plan[plan["row"].isin(TINY_ROWS)]
+    for label, name, plan in registry.window_queue(tuple(seeds), dataset=DATASET, tiny=tiny):
         cfgs = list(plan["cfg"])
         if tiny:
             cfgs = [tiny_config(c, epochs or 4) for c in cfgs]
@@ -193,7 +187,7 @@ def pairs_of(cfgs) -> list[tuple[int, int]]:
 # ============================================================================================== time model
 def model_epoch_s(cfg, members: int) -> float:
     """Seconds of one epoch of a group of ``members`` runs like ``cfg`` on one H200, from the measured rates of
-    ``experiments`` (single graphed run -> 16-member stack, geometric in between) plus the evaluation every
+    ``repro_lib.profiles`` (single graphed run -> 16-member stack, geometric in between) plus the evaluation every
     ``cfg.eval_interval`` epochs (a forward pass costs about a third of a training step per image)."""
     s1 = seconds_per_image(cfg.batch_size)
     s16 = seconds_per_image(cfg.batch_size, stacked=True)
@@ -210,7 +204,7 @@ def checkpoint_bytes(cfg) -> int:
 
 @functools.lru_cache(maxsize=8)
 def _checkpoint_bytes(model: str, scale_invariant: bool, width: int, ghost_batch: int, dataset: str) -> int:
-    from repro_lib.models import create
+    from ..models import create
 
     info = data_mod.DATASETS[dataset]
     m = create(model, num_classes=info.num_classes, scale_invariant=scale_invariant, width=width,
@@ -360,7 +354,9 @@ class Monitor:
 
 
 class _Clock:
-    """Stands in for ``train.CheckpointClock`` while a :class:`Monitor` watches a training call."""
+    """The between-epochs hook (``clock=`` of ``fit`` / ``fit_many``, in place of ``train.CheckpointClock``) of a
+    training call that a :class:`Monitor` watches: ``functools.partial(_Clock, monitor)`` is the factory passed,
+    called with the run's ``checkpoint_every_s``."""
 
     def __init__(self, monitor: Monitor, every_s: float):
         self.monitor, self.every_s = monitor, every_s
@@ -368,22 +364,6 @@ class _Clock:
 
     def due(self) -> bool:
         return self.monitor.due(self.every_s)
-
-
-@contextlib.contextmanager
-def watched(monitor: Monitor):
-    """``fit`` and ``fit_many`` ask ``CheckpointClock(every_s).due()`` once per finished epoch (not after the last):
-    for the duration of the block that clock is the monitor's."""
-    saved = train_mod.CheckpointClock, batched.CheckpointClock
-
-    def clock(every_s):
-        return _Clock(monitor, every_s)
-
-    train_mod.CheckpointClock = batched.CheckpointClock = clock
-    try:
-        yield
-    finally:
-        train_mod.CheckpointClock, batched.CheckpointClock = saved
 
 
 class WindowStore(Store):
@@ -419,104 +399,6 @@ class WindowStore(Store):
             return self.saved_epoch[h]
         state = torch.load(p, map_location="cpu", weights_only=False)
         return int(state["epoch"])
-
-
-# ============================================================================================== data
-def _decode_jpeg(b: bytes):
-    """``data._decode_one`` on the bytes of a file: PIL, converted to RGB, uint8 H x W x C."""
-    import numpy as np
-    from PIL import Image
-
-    with Image.open(io.BytesIO(b)) as im:
-        return np.asarray(im.convert("RGB"), dtype=np.uint8)
-
-
-def _decode_rows(blob: torch.Tensor, offsets: torch.Tensor, crc: torch.Tensor, what: str) -> torch.Tensor:
-    """The images of one packed split (uint8 N x C x H x W), each checked against its pixel checksum (a process
-    pool, as ``data._decode_files``, while CUDA is not initialized)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    import numpy as np
-
-    raw = blob.numpy().tobytes()
-    off = offsets.tolist()
-    files = [raw[off[k]:off[k + 1]] for k in range(len(off) - 1)]
-    workers = max(1, min(16, os.cpu_count() or 1))
-    if workers > 1 and len(files) > 2000 and not torch.cuda.is_initialized():  # fork: before CUDA only
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
-            arrs = list(ex.map(_decode_jpeg, files, chunksize=512))
-    else:
-        arrs = [_decode_jpeg(f) for f in files]
-    want = crc.tolist()
-    bad = sum(zlib.crc32(a.tobytes()) != want[k] for k, a in enumerate(arrs))
-    if bad:
-        raise ValueError(f"{what}: {bad} of {len(arrs)} images decode to other pixels here than where the data file "
-                         "was built (another JPEG decoder?); the runs would not see the same images")
-    return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()
-
-
-def load_carried(path: Path, pairs) -> tuple[tuple, tuple, dict]:
-    """The carried data file as full-size ``(x, y)`` for train and test: train rows the file does not carry are
-    zeros. Checks: every pair's ``balanced_subset`` lies in the carried rows, the carried rows are exactly the union
-    of the subsets the file was built for, and every decoded image matches its checksum."""
-    d = torch.load(path, weights_only=True)
-    if d.get("format") != DATA_FORMAT or d.get("dataset") != DATASET:
-        raise ValueError(f"{path}: not a {DATASET} window data file of format {DATA_FORMAT}")
-    y = d["train_labels"]
-    idx = d["train_index"]
-    built = set()
-    for n, s in d["pairs"]:
-        built.update(data_mod.balanced_subset(y, int(n), int(s)).tolist())
-    if sorted(built) != idx.tolist():
-        raise ValueError(f"{path}: its train rows are not the subsets it says it was built for")
-    need = set()
-    for n, s in pairs:
-        need.update(data_mod.balanced_subset(y, n, s).tolist())
-    missing = need - built
-    if missing:
-        raise ValueError(f"{path}: the queue draws {len(missing)} training images the file does not carry (pairs "
-                         f"{sorted(set(pairs) - {tuple(p) for p in d['pairs']})}); rebuild it with "
-                         "benchmarks/paper_window_data.py")
-    x_rows = _decode_rows(d["train_jpeg"], d["train_offsets"], d["train_crc32"], "train")
-    x_train = torch.zeros((len(y), *x_rows.shape[1:]), dtype=torch.uint8)
-    x_train[idx] = x_rows
-    x_test = _decode_rows(d["test_jpeg"], d["test_offsets"], d["test_crc32"], "test")
-    info = {"file": str(path), "bytes": path.stat().st_size, "train_rows": len(idx), "train_total": len(y),
-            "test_rows": len(d["test_labels"]), "drawn_rows": len(need), "pairs": [list(p) for p in d["pairs"]],
-            "listing_sha256": d.get("listing_sha256")}
-    return (x_train, y), (x_test, d["test_labels"]), info
-
-
-@contextlib.contextmanager
-def window_data(data_root: str, pairs):
-    """The data root to hand to the library, and a description. A folder with the carried file: decoded here into
-    the library's tensor cache (``data.cache_dir()``, a temporary folder for the duration) under a data root of
-    its own; a data root holding ``cifar10-jpeg/``: used as it is."""
-    root = Path(data_root).expanduser()
-    carried = root if root.is_file() else root / DATA_FILE
-    if not carried.is_file():
-        if (root / data_mod.DATASETS[DATASET].folder).is_dir():
-            yield str(root), {"data_root": str(root)}
-            return
-        raise SystemExit(f"--data-root {data_root}: neither {DATA_FILE} (benchmarks/paper_window_data.py) nor a "
-                         f"{data_mod.DATASETS[DATASET].folder}/ folder")
-    (train, test, info) = load_carried(carried, pairs)
-    old = os.environ.get("REPRO_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="paper_window_") as tmp:
-        os.environ["REPRO_CACHE_DIR"] = str(Path(tmp) / "cache")
-        fake_root = Path(tmp) / "root"
-        fake_root.mkdir()
-        try:
-            ds = data_mod.DATASETS[DATASET]
-            for split, (x, y) in (("train", train), ("test", test)):
-                data_mod._cached(ds, split, fake_root, lambda x=x, y=y: (x, y))  # the decoded-dataset cache
-            yield str(fake_root), info
-        finally:
-            if old is None:
-                os.environ.pop("REPRO_CACHE_DIR", None)
-            else:
-                os.environ["REPRO_CACHE_DIR"] = old
 
 
 # ============================================================================================== output
@@ -558,7 +440,7 @@ class Window:
         self.max_members = args.max_members or (int(items[0].plan.attrs.get("max_members", 16)) if items else 16)
         self.data_root = None
         self.log = {
-            "script": "benchmarks/paper_window.py", "argv": sys.argv[1:] if args.argv is None else args.argv,
+            "script": COMMAND, "argv": sys.argv[1:] if args.argv is None else args.argv,
             "device": None, "torch": torch.__version__,
             "repro_lib": package_version(), "budget_s": args.budget_s, "reserve_s": args.reserve_s,
             "store": str(args.store), "groups": [], "finished": [], "cut": [], "errors": [],
@@ -694,12 +576,12 @@ class Window:
               flush=True)
         self.store.monitor = mon
         status = "finished"
+        clock = functools.partial(_Clock, mon)  # fit / fit_many build it with the run's checkpoint_every_s
         try:
-            with watched(mon):
-                if len(group) == 1:
-                    train_mod.fit(group[0], store=self.store, data_root=self.data_root, progress=False)
-                else:
-                    batched.fit_many(group, store=self.store, data_root=self.data_root, progress=False)
+            if len(group) == 1:
+                train_mod.fit(group[0], store=self.store, data_root=self.data_root, progress=False, clock=clock)
+            else:
+                batched.fit_many(group, store=self.store, data_root=self.data_root, progress=False, clock=clock)
         except Cut as cut:
             status = cut.reason
         except torch.cuda.OutOfMemoryError as e:
@@ -794,7 +676,7 @@ def plan_only(args, items: list[Item]) -> None:
         print(f"{it.label:<24} {len(it.cfgs):>4} {it.shared:>6} {stored:>6} {est:>8.0f} {with_eval:>8.0f}")
     usable = args.budget_s - args.reserve_s - 30
     print(f"{'total':<24} {sum(len(i.cfgs) for i in items):>4} {'':>6} {'':>6} {tot:>8.0f} {tot_eval:>8.0f}")
-    print(f"est. s: experiments.estimate_gpu_hours (H200, {members}-member stacks, training only); +eval s: the "
+    print(f"est. s: profiles.estimate_gpu_hours (H200, {members}-member stacks, training only); +eval s: the "
           f"window's own model (evaluation included) for the runs the store does not hold; about "
           f"{math.ceil(tot_eval / max(1.0, usable))} calls of --budget-s {args.budget_s:g}")
 
@@ -818,13 +700,16 @@ def tidy(store_dir, items: list[Item]) -> list[str]:
 
 # ============================================================================================== main
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog=COMMAND, description="Train what the store lacks of the paper-protocol queue (Yun et al. 2022, Tables "
+        "1-2) within a time budget, stopping between epochs; or, with --pack-data, write the data file it carries.")
     ap.add_argument("--budget-s", type=float, default=540.0, help="wall seconds this call may use, set-up included")
     ap.add_argument("--reserve-s", type=float, default=15.0, help="seconds kept for writing --out at the end")
     ap.add_argument("--store", default="reports", help="results store (runs/, checkpoints/)")
     ap.add_argument("--out", default="paper_window_out", help="where the records, checkpoints and log go ($OUT)")
-    ap.add_argument("--data-root", default="gpu_data", help=f"folder with {DATA_FILE}, or a data root with "
-                    "cifar10-jpeg/")
+    ap.add_argument("--data-root", default=None, help=f"folder with {DATA_FILE}, or a data root with "
+                    "cifar10-jpeg/ (default gpu_data); with --pack-data: the folder holding cifar10-jpeg/ (default "
+                    "$REPRO_DATA_ROOT, else ./data)")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     ap.add_argument("--max-members", type=int, default=0, help="largest stack (0: the profile's max_members)")
     ap.add_argument("--probe-epochs", type=int, default=4, help="epochs after the first before a group checks that "
@@ -835,14 +720,35 @@ def parse(argv=None):
     ap.add_argument("--tiny", action="store_true", help="smoke size on the CPU (width 4, N/100, B 16): for tests")
     ap.add_argument("--epochs", type=int, default=0, help="override the epochs (--tiny: default 4)")
     ap.add_argument("--max-runs", type=int, default=0, help="only the first runs of the queue (0: all)")
+    ap.add_argument("--pack-data", action="store_true", help=f"write the data file the GPU call carries ({DATA_FILE}: "
+                    "the JPEG files of the training images the queue's (N, seed) draw, the test set) from "
+                    "--data-root's cifar10-jpeg/ to --data-file; trains nothing")
+    ap.add_argument("--data-file", default=f"gpu_data/{DATA_FILE}", help="with --pack-data: where it goes")
     args = ap.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
     return args
 
 
+def pack_data(args) -> dict:
+    """``--pack-data``: the data file for the (N, seed) pairs of the queue (``--seeds``, ``--tiny``), from
+    ``<--data-root>/cifar10-jpeg`` (:func:`repro_lib.runs.window_data.build`)."""
+    pairs = pairs_of(c for it in build_queue(args.seeds, tiny=args.tiny) for c in it.cfgs)
+    info = build_data_file(args.data_root or None, args.data_file, pairs)
+    print(f"{info['file']}: {info['bytes'] / 2 ** 20:.1f} MiB, {info['train_rows']} of {info['train_total']} "
+          f"training images (pairs (N, seed) {info['pairs']}), {info['test_rows']} test images", flush=True)
+    return info
+
+
 def main(argv=None) -> dict | None:
+    """``python -m repro_lib window [options]``: the window call, ``--plan-only``, ``--tidy`` or ``--pack-data``
+    (see the module docstring); returns the window's log (``window.json``), ``{"removed": [...]}`` (``--tidy``),
+    the data file's summary (``--pack-data``) or None (``--plan-only``)."""
     t0 = now()
     args = parse(argv)
+    if args.pack_data:
+        return pack_data(args)
+    if args.data_root is None:
+        args.data_root = "gpu_data"
     items = build_queue(args.seeds, tiny=args.tiny, epochs=args.epochs, max_runs=args.max_runs)
     if args.plan_only:
         plan_only(args, items)

@@ -1,6 +1,6 @@
 """Experiments: a paper table's grid of runs, and how each profile shrinks it (data, not branches).
 
-A grid experiment takes its cells from the paper's own table (``repro_lib.paper.table(name)``: one row per cell
+A grid experiment takes its cells from the paper's own table (``repro_lib.papers.transcribed.table(name)``: one row per cell
 with lr, weight_decay, n, batch_size, momentum, model, dataset, schedule, epochs), so "reproduce Table k" means
 "train every cell of Table k". A profile (:class:`Shrink`) then changes only sizes:
 
@@ -24,18 +24,9 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from .config import PROFILES, RunConfig
-from .profiles import check_profile
-
-# Measured training cost (benchmarks/bench_gpu.py --only graphs on one NVIDIA H200, torch 2.11, fp32 with
-# cuda_graphs, channels_last and cudnn.benchmark -- the gpu/paper defaults; benchmarks/results_h200_graphs.json),
-# seconds per training image of the scale-invariant ResNet-18 (width 64, 32x32), evaluation excluded:
-#   fit, B = 128: 2.23 s per 50k-image epoch; fit, B = 1024: 1.75 s; fit_many with 16 members, B = 128: 27.0k img/s.
-# The estimate interpolates geometrically in B between 128 and 1024 (B < 128 scales as sqrt(128/B), unmeasured);
-# other widths scale with width^2, 64x64 images x4; DenseNet-100 (not stackable) is costed as ResNet-18 x 2
-# (unmeasured on GPU; ~6x on CPU at width 8 where its narrow layers dominate less).
-SECONDS_PER_IMAGE_FIT = {128: 2.234 / 50000, 1024: 1.749 / 50000}
-SECONDS_PER_IMAGE_STACKED = 1 / 26955  # B = 128, 16 members
+from ...config import PROFILES, RunConfig
+from ...profiles import check_profile
+from .. import transcribed
 
 
 @dataclass(frozen=True)
@@ -60,7 +51,7 @@ class Shrink:
 class Experiment:
     """A grid of ``fit`` runs (by default a paper table's cells), with its four profiles."""
 
-    table: str  # name; the repro_lib.paper table whose cells are the grid unless ``cells_fn`` is given
+    table: str  # name; the repro_lib.papers.transcribed table whose cells are the grid unless ``cells_fn`` is given
     profiles: Mapping[str, Shrink]
     base: Mapping[str, Any] = field(default_factory=dict)  # RunConfig fields common to every cell
     cells_fn: Callable[[], pd.DataFrame] | None = None  # a grid the paper describes in words, not as a table
@@ -73,9 +64,7 @@ class Experiment:
     def cells(self) -> pd.DataFrame:
         if self.cells_fn is not None:
             return self.cells_fn()
-        from . import paper
-
-        return paper.table(self.table)
+        return transcribed.table(self.table)
 
     def plan(self, profile: str, seeds: tuple | list | None = None, **params) -> pd.DataFrame:
         """One row per (cell, seed) for ``profile``. ``params``: RunConfig fields overriding the profile's
@@ -136,36 +125,6 @@ def _same(a, b) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return math.isclose(float(a), float(b), rel_tol=1e-3)
     return a == b
-
-
-def seconds_per_image(batch_size: int, stacked: bool = False) -> float:
-    """Measured H200 training seconds per image of the width-64 ResNet-18 at ``batch_size`` (see the constants)."""
-    if stacked:
-        return SECONDS_PER_IMAGE_STACKED * seconds_per_image(batch_size) / SECONDS_PER_IMAGE_FIT[128]
-    lo, hi = SECONDS_PER_IMAGE_FIT[128], SECONDS_PER_IMAGE_FIT[1024]
-    if batch_size <= 128:
-        return lo * math.sqrt(128 / batch_size)
-    if batch_size >= 1024:
-        return hi
-    return lo * (hi / lo) ** (math.log(batch_size / 128) / math.log(8))
-
-
-def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None) -> float:
-    """GPU-hours of a plan on one H200-class GPU from the measured rates above: Σ n · epochs · s/image(B) ·
-    (width/64)² · (image area / 32²), with the stacked (``fit_many``) rate when the plan's profile groups runs
-    (``max_members`` > 1; default: ``plan.attrs["max_members"]`` set by ``Experiment.plan``). An estimate from
-    throughput benchmarks, not a timed run; evaluation adds ~10 % (auto interval)."""
-    from .data import DATASETS
-
-    members = plan.attrs.get("max_members", 1) if max_members is None else max_members
-    total = 0.0
-    for cfg in plan["cfg"]:
-        area = (DATASETS[cfg.dataset].image_size / 32) ** 2
-        model = 2.0 if cfg.model.startswith("densenet") else 1.0
-        stacked = members > 1 and not cfg.model.startswith("densenet")
-        total += (cfg.n * cfg.num_epochs * seconds_per_image(cfg.batch_size, stacked) * (cfg.width / 64) ** 2
-                  * area * model)
-    return total / 3600
 
 
 # ------------------------------------------------------------------------------------------- experiments
@@ -424,3 +383,56 @@ def get(name: str) -> Experiment:
     if name not in EXPERIMENTS:
         raise ValueError(f"experiment: unknown experiment {name!r}; known: {sorted(EXPERIMENTS)}")
     return EXPERIMENTS[name]
+
+
+def plans(names, profile: str, seed: int = 0, device: str = "auto", dataset: str = "", num_epochs: int = 0,
+          precision: str = "", cuda_graphs: bool = False) -> dict[str, pd.DataFrame]:
+    """``{name: get(name).plan(...)}`` for the notebook's parameters: the profile's seeds each offset
+    by ``seed``; ``dataset``, ``num_epochs``, ``precision``, ``cuda_graphs`` override the profile only when set
+    (``""``, 0, False: the profile's), so at their defaults every config, and hence every store key, is the
+    profile's own."""
+    overrides = {k: v for k, v in dict(dataset=dataset, num_epochs=num_epochs, precision=precision,
+                                       cuda_graphs=cuda_graphs).items() if v}
+    out = {}
+    for name in names:
+        exp = get(name)
+        out[name] = exp.plan(profile, seeds=[seed + s for s in exp.profiles[profile].seeds], device=device,
+                             **overrides)
+    return out
+
+
+# ============================================================================================== the GPU window's queue
+# What the budgeted GPU window (``repro_lib.runs.window``, ``python -m repro_lib window``) trains, in this order:
+# Table 1 and Table 2 at the paper's own protocol (the ``paper`` profile: scale-invariant ResNet-18 width 64, ghost
+# BN 64, B = 128, 300 epochs, LR /10 at 150 and 225, coupled L2 weight decay, fp32, CUDA graphs, the full test set),
+# ``Experiment.plan("paper", seeds=..., dataset=...)`` filtered on ``subtable`` and ``paper_n``. The window reads
+# it through ``repro_lib.papers.registry.window_queue`` (``repro_lib.runs`` imports nothing else of the papers).
+
+#: (label, experiment, sub-tables, paper column N), in training order: Table 1 (a) N = 3,125 (21 runs); Table 1 (b)
+#: and (c) N = 3,125 (36 runs; their base row LR 0.1, WD 1e-4 is (a)'s, the same content hash, trained once);
+#: Table 1 (a) N = 6,250 (21 runs); Table 2 (plain SGD) (a)-(c) N = 3,125 (57 runs)
+PAPER_QUEUE = (
+    ("table1 (a) N=3125", "yun2022_table1", ("a",), 3125),
+    ("table1 (b)+(c) N=3125", "yun2022_table1", ("b", "c"), 3125),
+    ("table1 (a) N=6250", "yun2022_table1", ("a",), 6250),
+    ("table2 (a)-(c) N=3125", "yun2022_table2", ("a", "b", "c"), 3125),
+)
+PAPER_QUEUE_SEEDS = (0, 1, 2)
+PAPER_QUEUE_DATASET = "cifar10-jpeg"  # a stand-in, never CIFAR-10
+PAPER_QUEUE_TINY_ROWS = (5, 6)  # the window's smoke size (``--tiny``) keeps the two smallest-LR rows of every sub-table
+
+
+def paper_queue(seeds=PAPER_QUEUE_SEEDS, dataset: str = PAPER_QUEUE_DATASET,
+                tiny: bool = False) -> list[tuple[str, str, pd.DataFrame]]:
+    """The GPU window's queue: ``[(label, experiment name, plan), ...]`` in :data:`PAPER_QUEUE` order, each plan
+    ``get(name).plan("paper", seeds=seeds, dataset=dataset)`` restricted to the item's sub-tables and paper column
+    N (``tiny``: and to the rows :data:`PAPER_QUEUE_TINY_ROWS`). Rows shared between items (the same config) are
+    left in; the caller de-duplicates by hash."""
+    out = []
+    for label, name, subtables, n in PAPER_QUEUE:
+        plan = get(name).plan("paper", seeds=tuple(seeds), dataset=dataset)
+        plan = plan[plan["subtable"].isin(subtables) & (plan["paper_n"] == n)]
+        if tiny:
+            plan = plan[plan["row"].isin(PAPER_QUEUE_TINY_ROWS)]
+        out.append((label, name, plan))
+    return out

@@ -11,8 +11,9 @@ Transcribed from the plain-text OCR of
 * Zhang, Chen, Liu, back-matching propagation / scale-amended SGD, supplementary material -- Table 1,
   name ``"backmatching_table1"``.
 
-One CSV per table in ``repro_lib/paper/data/`` (long form: one row per printed cell). Every cell whose OCR
-had to be interpreted is listed in ``data/JUDGEMENTS.md``.
+One CSV per table in the paper's own folder, ``repro_lib/papers/<paper>/tables/<name>.csv`` (long form: one row
+per printed cell; the folder is the name's prefix: ``yun2022``, ``adamp``, ``backmatching``). Every cell whose OCR
+had to be interpreted is listed in ``repro_lib/papers/JUDGEMENTS.md``.
 
 ``table(name)`` returns a ``pandas.DataFrame``. For the Yun et al. tables the columns are
 
@@ -157,7 +158,7 @@ def yellow_factor(name: str) -> float | None:
 
 @lru_cache(maxsize=None)
 def _load(name: str) -> pd.DataFrame:
-    path = resources.files(__name__).joinpath("data", f"{name}.csv")
+    path = resources.files(__package__).joinpath(name.split("_", 1)[0], "tables", f"{name}.csv")
     with path.open("r", encoding="utf-8") as f:
         raw = pd.read_csv(f, dtype=str, keep_default_na=False)
     df = pd.DataFrame(index=raw.index)

@@ -1,0 +1,1 @@
+"""Back-matching propagation and scale-amended SGD (Zhang, Chen, Liu), supplementary material."""

@@ -1,0 +1,198 @@
+"""Paper-style tables from DataFrames, the way the papers show them. No training here.
+
+* ``pivot_cells``: long-form cells → the paper's grid (rows = (LR, WD) in the paper's order, columns = N or B);
+* ``style_grid``: pandas Styler with a yellow background on the cells whose tuning factor is the paper's
+  highlighted value and the best value of each column in bold (Yun et al. 2022, Tables 1–11);
+* ``side_by_side``: our grid next to the paper's, as one HTML block;
+* ``verdict``: per column, is the best or second-best accuracy in a yellow cell (the paper's claim, Sec. 5.1);
+* ``export``: HTML and LaTeX files;
+* ``table_report``: all of it for every sub-table of a swept paper table.
+
+Missing runs (``sweep.run_sweep(collect=True)`` on a store a cluster sweep has not finished yet) are never
+dropped silently: ``pivot_cells`` records how many runs each cell lacks (``grid.attrs["missing"]``), ``style_grid``
+writes "missing" in a cell without any result (a blank cell stays what the paper means by it: every seed
+diverged) and "(k missing)" after a partial mean, and ``verdict`` says how many cells of a column are incomplete.
+Figures: ``repro_lib.results.figures``; verdicts in words: ``repro_lib.results.findings``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .findings import dataset_label
+
+YELLOW = "background-color: #fff59d"
+MISSING_CSS = "color: #888888;font-style: italic"
+
+
+def _missing_runs(r: pd.Series) -> int:
+    """How many runs a row of cells lacks: its ``missing`` count (``sweep.aggregate``) or 1 for a raw sweep row
+    whose status is ``"missing"``."""
+    if "missing" in r and pd.notna(r["missing"]):
+        return int(r["missing"])
+    return int(r.get("status") == "missing")
+
+
+def pivot_cells(cells: pd.DataFrame, value: str, col: str = "n", row_keys=("lr", "weight_decay"),
+                order: str = "row") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(grid of ``value``, grid of the ``yellow`` flag) with rows ``row_keys`` in ``order`` and columns ``col``.
+
+    Cells lacking runs (a ``missing`` count column, or ``status == "missing"``) are listed in
+    ``grid.attrs["missing"]`` as ``{(row key, column): number of missing runs}``; not for the paper's own values
+    (a ``value`` named ``paper_*``), which are never missing."""
+    cells = cells.sort_values([order, col]) if order in cells else cells
+    idx = list(dict.fromkeys(tuple(r) for r in cells[list(row_keys)].itertuples(index=False)))
+    cols = sorted(cells[col].unique())
+    grid = pd.DataFrame(np.nan, index=pd.MultiIndex.from_tuples(idx, names=list(row_keys)), columns=cols)
+    grid.columns.name = col
+    yellow = pd.DataFrame(False, index=grid.index, columns=cols)
+    missing: dict[tuple, int] = {}
+    for _, r in cells.iterrows():
+        key = tuple(r[k] for k in row_keys)
+        grid.loc[key, r[col]] = r[value]
+        yellow.loc[key, r[col]] = bool(r.get("yellow", False))
+        k = 0 if value.startswith("paper_") else _missing_runs(r)
+        if k:
+            missing[(key, r[col])] = missing.get((key, r[col]), 0) + k
+    if missing:
+        grid.attrs["missing"] = missing
+    return grid, yellow
+
+
+def _missing_of(grid: pd.DataFrame, missing: dict | None) -> dict:
+    return dict(grid.attrs.get("missing", {}) if missing is None else missing)
+
+
+def _rank_in_column(col: pd.Series) -> pd.Series:
+    """1 for the best, 2 for the second best (ties share a rank), NaN for empty cells."""
+    return col.rank(ascending=False, method="min")
+
+
+def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", precision: int = 2,
+               missing: dict | None = None, sd: pd.DataFrame | None = None):
+    """Paper-style Styler: yellow cells, bold best per column, blanks for empty cells (every seed diverged).
+
+    ``missing``: ``{(row key, column): runs missing}`` (default: ``grid.attrs["missing"]`` from ``pivot_cells``);
+    such a cell reads "missing" (grey) when it has no value, else "<mean> (k missing)". ``sd``: a grid like
+    ``grid`` of standard deviations over seeds; a cell with one reads "<mean> ± <sd>" (ranks use the means)."""
+    ranks = grid.apply(_rank_in_column)
+    missing = _missing_of(grid, missing)
+
+    def css(_):
+        out = pd.DataFrame("", index=grid.index, columns=grid.columns)
+        out = out.mask(yellow.reindex_like(grid).fillna(False).astype(bool), YELLOW)
+        bold = ranks == 1
+        out = out.where(~bold, out + ";font-weight: bold")
+        for (key, c) in missing:
+            out.loc[key, c] += ";" + MISSING_CSS
+        return out
+
+    sty = grid.style.apply(css, axis=None).format(precision=precision, na_rep="")
+    texts = {}
+    if sd is not None:
+        sd = sd.reindex_like(grid)
+        for key in grid.index:
+            for c in grid.columns:
+                v, e = grid.loc[key, c], sd.loc[key, c]
+                if pd.notna(v) and pd.notna(e):
+                    texts[(key, c)] = f"{v:.{precision}f} ± {e:.{precision}f}"
+    for (key, c), k in missing.items():
+        v = grid.loc[key, c]
+        texts[(key, c)] = "missing" if pd.isna(v) else f"{texts.get((key, c), f'{v:.{precision}f}')} ({k} missing)"
+    for (key, c), text in texts.items():
+        sty = sty.format(lambda _, t=text: t, subset=pd.IndexSlice[[key], [c]])
+    if caption:
+        sty = sty.set_caption(caption)
+    return sty
+
+
+def verdict(grid: pd.DataFrame, yellow: pd.DataFrame, missing: dict | None = None) -> pd.Series:
+    """Per column: ``"best"`` / ``"second"`` if a yellow cell holds the best / second-best accuracy,
+    ``"no"`` otherwise, ``"n/a"`` if the column has no yellow cell with a value. A column with cells lacking runs
+    (``missing``, default ``grid.attrs["missing"]``) gets " (k cells missing runs)" appended: a provisional verdict."""
+    ranks = grid.apply(_rank_in_column)
+    missing = _missing_of(grid, missing)
+    out = {}
+    for c in grid.columns:
+        ymask = yellow[c].astype(bool) & grid[c].notna()
+        if not ymask.any():
+            out[c] = "n/a"
+        else:
+            best = ranks[c][ymask].min()
+            out[c] = "best" if best == 1 else "second" if best == 2 else "no"
+        k = sum(1 for (_, cc) in missing if cc == c)
+        if k:
+            out[c] += f" ({k} cell{'s' if k > 1 else ''} missing runs)"
+    return pd.Series(out, name="verdict")
+
+
+def side_by_side(*stylers, titles=()) -> str:
+    """HTML of several Stylers in one row (display with ``IPython.display.HTML``)."""
+    parts = []
+    for i, s in enumerate(stylers):
+        t = titles[i] if i < len(titles) else ""
+        parts.append(f'<div style="display:inline-block;vertical-align:top;margin-right:2em">'
+                     f'<b>{t}</b>{s.to_html()}</div>')
+    return "<div>" + "".join(parts) + "</div>"
+
+
+def export(styler, path_stem: str | Path) -> list[Path]:
+    """Write ``<stem>.html`` and ``<stem>.tex`` (LaTeX with \\cellcolor for yellow and \\bfseries for bold)."""
+    stem = Path(path_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    html, tex = stem.with_suffix(".html"), stem.with_suffix(".tex")
+    html.write_text(styler.to_html())
+    tex.write_text(styler.to_latex(convert_css=True, hrules=True))
+    return [html, tex]
+
+
+def _cfgs_of(results: pd.DataFrame, sub) -> list:
+    """The configs of ``results``' sub-table ``sub`` (for the caption's data label); [] without a ``cfg`` column."""
+    if "cfg" not in results:
+        return []
+    rows = results if "subtable" not in results else results[results["subtable"].astype(str) == str(sub)]
+    return list(rows["cfg"]) or list(results["cfg"])
+
+
+def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | None = None, name: str = "table",
+                 value: str = "test_acc", row_keys: tuple = ("lr", "weight_decay")) -> tuple[str, pd.DataFrame]:
+    """Our grid beside the paper's for every sub-table of a swept paper table.
+
+    ``results``: ``sweep.run_sweep`` output of an ``Experiment.plan`` (columns ``subtable, row, <col>,
+    paper_<col>, <row_keys>, paper_<row_keys>, yellow, paper_accuracy``; rows are (lr, weight_decay) by default,
+    e.g. ``row_keys=("batch_size",)`` for a B × N table). Seeds are averaged
+    with the paper's rule (``sweep.aggregate``). Returns (HTML, verdicts): one verdict row per (sub-table,
+    column) for ours and for the paper's cells that were run, with ``missing_runs`` (runs of the column not in
+    the store yet, ``run_sweep(collect=True)``; their cells read "missing"). With ``out_dir``, writes HTML + LaTeX per
+    sub-table and the verdicts as CSV.
+    """
+    from ..runs.sweep import aggregate
+
+    paper_rows = tuple(f"paper_{k}" for k in row_keys)
+    keys = ["subtable", "row", col, f"paper_{col}", *row_keys, *paper_rows, "yellow", "paper_accuracy"]
+    agg = aggregate(results, by=keys, value=value)
+    html, verdicts = [], []
+    for sub, g in agg.groupby("subtable", sort=True, dropna=False):
+        ours, ymask = pivot_cells(g, value, col=col, row_keys=row_keys)
+        theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=paper_rows)
+        sd, _ = pivot_cells(g, "std", col=col, row_keys=row_keys)  # NaN where a cell has under two finished runs
+        label = f"({sub})" if isinstance(sub, str) and sub else ""
+        data = f" — {dataset_label(g_cfgs)}" if (g_cfgs := _cfgs_of(results, sub)) else ""
+        spread = "; mean ± sd over seeds" if sd.notna().any().any() else ""
+        s_ours = style_grid(ours, ymask, caption=f"ours {label}{data}{spread}", sd=sd)
+        s_paper = style_grid(theirs, ymask_p, caption=f"paper {label}")
+        v_ours, v_paper = verdict(ours, ymask), verdict(theirs, ymask_p)
+        miss = ours.attrs.get("missing", {})
+        for (c_ours, vo), (c_paper, vp) in zip(v_ours.items(), v_paper.items()):
+            verdicts.append({"subtable": sub, col: c_ours, f"paper_{col}": c_paper, "ours": vo, "paper": vp,
+                             "missing_runs": sum(k for (_, c), k in miss.items() if c == c_ours)})
+        html.append(side_by_side(s_ours, s_paper, titles=(f"Reproduced {label}", f"Paper {label}")))
+        if out_dir is not None:
+            export(s_ours, Path(out_dir) / f"{name}{sub or ''}_ours")
+            export(s_paper, Path(out_dir) / f"{name}{sub or ''}_paper")
+    vdf = pd.DataFrame(verdicts)
+    if out_dir is not None:
+        vdf.to_csv(Path(out_dir) / f"{name}_verdicts.csv", index=False)
+    return "".join(html), vdf

@@ -33,9 +33,10 @@ report: $(STAMP)
 	$(BIN)/python -m repro_lib report reports $(NOTEBOOKS)
 
 ## lab: JupyterLab with the repro_lib kernel, rooted at the repository (notebooks work in it: same data/ and
-## results/ as `make reproduce`)
+## results/ as `make reproduce`); as root (containers, cloud GPU machines) with --allow-root
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --FileContentsManager.preferred_dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --FileContentsManager.preferred_dir=notebooks $(ALLOW_ROOT)
 
 clean-results:
 	rm -rf results

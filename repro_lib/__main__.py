@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .runs.notebook import find_notebooks, run_notebooks, split_parameters, summary_table
+from .runs.notebook import RUN_DEFAULTS, find_notebooks, run_notebooks, split_parameters, summary_table
 
 
 def main(argv=None) -> int:
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
 
     try:  # every name, -p name and -p value checked against the notebooks before anything runs
         paths = find_notebooks(args.notebooks)
-        per_notebook = split_parameters(paths, dict(args.p))
+        per_notebook = split_parameters(paths, dict(args.p), defaults=RUN_DEFAULTS)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

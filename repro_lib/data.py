@@ -136,7 +136,8 @@ class DataNotFoundError(FileNotFoundError):
 def _fetch_commands() -> str:
     """How to run with ``download=True``: for every notebook, for one notebook, or inside Jupyter."""
     nb = os.environ.get("REPRO_NOTEBOOK") or "notebooks/<notebook>.ipynb"
-    return (f'  make reproduce ARGS="-p download True"        (every notebook)\n'
+    return (f"  make reproduce                                  (every notebook: it downloads unless told "
+            f"-p download False)\n"
             f"  python -m repro_lib run {nb} -p download True\n"
             f"  or, in Jupyter, download = True in the notebook's parameters cell")
 

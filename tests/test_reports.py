@@ -2,6 +2,7 @@
 published notebook's runs are in that store under the current code (a grid change or a RESULTS_VERSION bump
 without a re-run fails here), and a published notebook re-renders from the store without training."""
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -140,3 +141,54 @@ def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path
     assert publish.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")] == [victim.stem]
     rows = publish.summary_rows(reports)
     assert rows and all(r["profile"] == "smoke" and r["data"] == "synthetic images (pipeline check)" for r in rows)
+
+
+# ---------------------------------------------------------------------------------------- portable notebooks
+#: an absolute path of some machine: a folder name after "/" (or a drive letter), then at least one more segment
+_ABS_PATH = re.compile(r"(?<![\w.:/])(?:/(?:home|root|tmp|work|Users|mnt|opt|srv|data|var|scratch)/|[A-Z]:\\\\)[\w.-]+")
+#: "README: <section>" / "README.md#anchor" (and DEVELOPERS.md) pointers in a notebook's text
+_POINTER = re.compile(r"\b(README|DEVELOPERS)(?:\.md)?(?::\s+([A-Z][\w ,/-]+?)(?=[)\].;,]|$)|#([\w-]+))")
+
+
+def _strings(obj):
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, list):
+        for x in obj:
+            yield from _strings(x)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            if k not in ("image/png", "image/jpeg"):
+                yield from _strings(v)
+
+
+def _sections(doc: Path) -> tuple[set, set]:
+    """(headings, GitHub anchors) of a Markdown file."""
+    heads = {m.group(1).strip() for m in re.finditer(r"^#+\s+(.+)$", doc.read_text(), flags=re.M)}
+    anchors = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
+    return heads, anchors
+
+
+@pytest.mark.parametrize("executed", sorted(p.relative_to(REPORTS).as_posix() for p in REPORTS.glob("*/*.ipynb")))
+def test_published_notebooks_name_no_machine_path_and_no_missing_section(executed):
+    text = list(_strings(json.loads((REPORTS / executed).read_text())))
+    paths = sorted({m.group(0) for s in text for m in _ABS_PATH.finditer(s)})
+    assert not paths, f"{executed} names folders of the machine that ran it: {paths[:5]}"
+    docs = {name: _sections(ROOT / f"{name}.md") for name in ("README", "DEVELOPERS")}
+    for s in text:
+        for m in _POINTER.finditer(s):
+            heads, anchors = docs[m.group(1)]
+            if m.group(2):
+                assert any(h.startswith(m.group(2).strip()) for h in heads), f"{executed}: {m.group(0)!r}"
+            else:
+                assert m.group(3) in anchors, f"{executed}: {m.group(0)!r}"
+
+
+def test_the_portability_scan_finds_what_it_looks_for():
+    assert _ABS_PATH.search('results_dir = "/work/main/reports"')
+    assert _ABS_PATH.search("data_root = '/home/me/data'")
+    assert not _ABS_PATH.search("LR /10 at 150, N/B = 24, η/‖x‖², https://host/work/x")
+    assert [m.group(2) for m in _POINTER.finditer("(measured H200 rates, README: Throughput)")] == ["Throughput"]
+    assert [m.group(3) for m in _POINTER.finditer("see DEVELOPERS.md#run-store")] == ["run-store"]
+    heads, anchors = _sections(ROOT / "DEVELOPERS.md")
+    assert "run-store" in anchors and "Run store" in heads

@@ -171,6 +171,19 @@ print(res.status.tolist())""")
 
 
 # --------------------------------------------------------------------------------------------- missing data
+def test_the_runner_downloads_by_default_and_minus_p_turns_it_off():
+    """``python -m repro_lib run`` (``make reproduce``) passes download=True to the notebooks that declare it,
+    unless ``-p download False``; notebooks without the parameter get nothing."""
+    from repro_lib.runs.notebook import RUN_DEFAULTS, split_parameters
+
+    nbs = [ROOT / "notebooks" / "yun2022_table2.ipynb", ROOT / "notebooks" / "adamp_toys.ipynb"]
+    assert "download" not in split_parameters(nbs[1:], {}, defaults=RUN_DEFAULTS)[0]
+    table2, toys = split_parameters(nbs, {}, defaults=RUN_DEFAULTS)
+    assert table2["download"] is True and "download" not in toys
+    assert split_parameters(nbs, {"download": "False"}, defaults=RUN_DEFAULTS)[0]["download"] is False
+    assert split_parameters(nbs, {})[0] == {}  # no defaults: only what -p gives
+
+
 def test_missing_dataset_is_one_message_naming_it_the_folder_and_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path / "cache"))
     empty = tmp_path / "empty"
@@ -179,7 +192,7 @@ def test_missing_dataset_is_one_message_naming_it_the_folder_and_the_command(tmp
         data.require("cifar10", empty, download=False)
     msg = str(e.value)
     assert msg.startswith(f"dataset 'cifar10' not found under the data root '{empty}'")
-    assert "cifar-10-batches-py" in msg and 'make reproduce ARGS="-p download True"' in msg
+    assert "cifar-10-batches-py" in msg and "make reproduce " in msg and "-p download False" in msg
     assert "-p download True" in msg and "cifar-10-python.tar.gz" in msg
     for name, where in (("tiny_imagenet", "cs231n.stanford.edu/tiny-imagenet-200.zip"),
                         ("imagenet", "image-net.org"), ("cifar10-jpeg", "{train,test}/<class>/*.jpg")):
@@ -198,7 +211,7 @@ def test_a_notebook_shows_the_message_not_a_torchvision_traceback(tmp_path, caps
     empty = tmp_path / "empty"
     empty.mkdir()
     rc = main(["run", "yun2022_table2", "--profile", "cpu", "--results-dir", str(tmp_path / "r"),
-               "-p", "data_root", str(empty), "-p", "dataset", "cifar10", "-p", "num_epochs", "1"])
+               "-p", "download", "False", "-p", "data_root", str(empty), "-p", "dataset", "cifar10", "-p", "num_epochs", "1"])
     out, err = capsys.readouterr()
     assert rc == 1 and "yun2022_table2.ipynb: cell" in err and "DataNotFoundError: dataset 'cifar10' not found" in err
     assert "python -m repro_lib run notebooks/yun2022_table2.ipynb -p download True" in err
@@ -311,3 +324,27 @@ def test_in_memory_cifar_is_served_like_an_image_folder(tmp_path, fake_cifar10):
     train, val = distributed.build_data(sub[0].replace(n=20, batch_size=8, n_val=10), root)
     assert len(train) == 20 and len(val) == 10 and train.num_classes == 10 and val[0][0].shape == (3, 32, 32)
     assert os.path.basename(train.name) == "train"
+
+
+def test_an_executed_notebook_names_no_machine_folder(tmp_path, monkeypatch):
+    """A data root outside the project reaches the notebook as $REPRO_DATA_ROOT (the parameter reads ""); a
+    results_dir inside it, and papermill's own paths, are written relative to the project root."""
+    root = tmp_path / "proj"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    elsewhere = tmp_path / "elsewhere"
+    nb = notebook(root / "notebooks" / "paths.ipynb",
+                  "import os\nfrom repro_lib import data\nprint('root:', data.data_root(data_root))")
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("REPRO_DATA_ROOT", raising=False)
+    out = run_notebook(nb, "smoke", {"data_root": str(elsewhere)}, results_dir=root / "results", progress=False)
+    executed = nbformat.read(str(out), as_version=4)
+    assert f"root: {elsewhere}" in executed.cells[-1].outputs[0]["text"]
+    meta = executed.metadata["papermill"]
+    assert meta["parameters"]["data_root"] == "" and meta["parameters"]["results_dir"] == "results"
+    assert meta["input_path"] == "notebooks/paths.ipynb" and meta["output_path"] == "results/smoke/paths.ipynb"
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and str(tmp_path) not in injected[0].source and str(tmp_path) not in str(executed.metadata)
+    assert "REPRO_DATA_ROOT" not in os.environ  # set for the execution only
+    out = run_notebook(nb, "smoke", {"data_root": "data"}, results_dir="results", progress=False)  # relative: kept
+    assert "root: data" in nbformat.read(str(out), as_version=4).cells[-1].outputs[0]["text"]

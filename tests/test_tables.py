@@ -61,6 +61,37 @@ def test_style_marks_yellow_and_bold_and_exports(tmp_path):
     assert r"\cellcolor" in tex and r"\bfseries" in tex
 
 
+def _cell_texts(html: str) -> dict:
+    """{(row, col): text} of the data cells of a Styler's HTML, read with its <style> block removed (as GitHub's
+    notebook view shows it)."""
+    body = re.sub(r"<style.*?</style>", "", html, flags=re.S)
+    return {(int(r), int(c)): re.sub(r"<[^>]+>", "", t).strip()
+            for r, c, t in re.findall(r'<td[^>]*class="data row(\d+) col(\d+)"[^>]*>(.*?)</td>', body, flags=re.S)}
+
+
+def test_yellow_and_best_survive_without_css():
+    """Without its CSS a table still tells the yellow cells and the best of each column: the marks are text."""
+    grid, yellow = tables.pivot_cells(_cells(), "test_acc")
+    texts = _cell_texts(tables.style_grid(grid, yellow, caption="t").to_html())
+    assert "<style" not in re.sub(r"<style.*?</style>", "", tables.style_grid(grid, yellow).to_html(), flags=re.S)
+    marked_yellow = {k for k, t in texts.items() if tables.YELLOW_MARK in t}
+    marked_best = {k for k, t in texts.items() if tables.BEST_MARK in t}
+    assert marked_yellow == {(0, 1), (1, 0)}
+    assert marked_best == {(2, 0), (1, 1)}
+    assert texts[(0, 1)] == f"{grid.iloc[0, 1]:.2f} {tables.YELLOW_MARK}"
+    assert texts[(1, 1)] == f"{grid.iloc[1, 1]:.2f} {tables.BEST_MARK}"
+    assert texts[(0, 0)] == f"{grid.iloc[0, 0]:.2f}"  # neither: the number alone
+    html = tables.style_grid(grid, yellow).to_html()
+    assert ">0.0001<" in html and "0.000100" not in html  # index labels as the paper prints them
+    both = yellow.copy()
+    both.iloc[2, 0] = True  # the best of column 0 made yellow: both marks
+    assert _cell_texts(tables.style_grid(grid, both).to_html())[(2, 0)].endswith(
+        f" {tables.YELLOW_MARK}{tables.BEST_MARK}")
+    sd = grid * 0 + 0.5
+    texts = _cell_texts(tables.style_grid(grid, yellow, sd=sd).to_html())
+    assert texts[(2, 0)] == f"{grid.iloc[2, 0]:.2f} ± 0.50 {tables.BEST_MARK}"
+
+
 def test_table_report_pairs_our_cells_with_the_papers():
     plan = []
     for sub in ("a",):
@@ -90,7 +121,8 @@ def test_table_cells_show_the_seed_sd_and_what_is_missing():
     plan.append({**plan[-1], "seed": 2, "status": "missing", "test_acc": math.nan})
     html, v = tables.table_report(pd.DataFrame(plan))
     assert "72.00 ± 2.00" in html and "61.00 ± 1.41 (1 missing)" in html
-    assert re.search(r">80.00<", html) and "80.00 ±" not in html
+    assert re.search(r">80.00 ▲<", html) and "80.00 ±" not in html  # one run, the column's best
+    assert "72.00 ± 2.00 ★" in html  # the yellow cell
     assert v.iloc[0]["ours"].startswith("second")
 
 

@@ -209,10 +209,12 @@ def _rounds_otherwise(root: Path, cfg) -> bool:
     return any(f in stored and stored[f] != getattr(cfg, f) for f in ROUNDING_FIELDS)
 
 
-def rerender(reports: str | os.PathLike = "reports", names=None, log=print) -> list:
+def rerender(reports: str | os.PathLike = "reports", names=None, log=None) -> list:
     """Execute every published notebook again (``names``: only these stems) with the parameters it was published
     with and ``collect=True``: every table, figure and verdict is drawn anew from ``reports/runs/`` and nothing
-    trains (a run the store lacks shows as "missing"). Returns the runner's outcomes (``notebook.Outcome``); nothing is
+    trains (a run the store lacks shows as "missing"). A notebook that computes from the images rather than from
+    the store (``adamp_delta``) reads them from ``$REPRO_DATA_ROOT`` (published notebooks name no folder of the
+    machine that ran them). Returns the runner's outcomes (``notebook.Outcome``); nothing is
     appended to the execution log (``notebook.RUN_LOG``)."""
     from ..runs.notebook import find_notebooks, run_notebooks
 

@@ -25,6 +25,11 @@ from .findings import dataset_label
 
 YELLOW = "background-color: #fff59d"
 MISSING_CSS = "color: #888888;font-style: italic"
+#: marks written into the cell text, so that they survive where the CSS is dropped (GitHub's notebook view, plain
+#: HTML, LaTeX): the yellow cells (the paper's highlighted tuning factor) and the best value of each column
+YELLOW_MARK = "★"
+BEST_MARK = "▲"
+MARKS_LEGEND = f"{YELLOW_MARK} yellow cell (the paper's highlighted tuning factor), {BEST_MARK} best of its column"
 
 
 def _missing_runs(r: pd.Series) -> int:
@@ -72,7 +77,9 @@ def _rank_in_column(col: pd.Series) -> pd.Series:
 
 def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", precision: int = 2,
                missing: dict | None = None, sd: pd.DataFrame | None = None):
-    """Paper-style Styler: yellow cells, bold best per column, blanks for empty cells (every seed diverged).
+    """Paper-style Styler: yellow cells, bold best per column, blanks for empty cells (every seed diverged). The
+    same two facts are also written into the cell text (:data:`YELLOW_MARK` after a yellow cell's value,
+    :data:`BEST_MARK` after the column's best), since the CSS is dropped where the notebook is shown without it.
 
     ``missing``: ``{(row key, column): runs missing}`` (default: ``grid.attrs["missing"]`` from ``pivot_cells``);
     such a cell reads "missing" (grey) when it has no value, else "<mean> (k missing)". ``sd``: a grid like
@@ -101,8 +108,18 @@ def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", prec
     for (key, c), k in missing.items():
         v = grid.loc[key, c]
         texts[(key, c)] = "missing" if pd.isna(v) else f"{texts.get((key, c), f'{v:.{precision}f}')} ({k} missing)"
+    ymask = yellow.reindex_like(grid).fillna(False).astype(bool)
+    for key in grid.index:
+        for c in grid.columns:
+            v = grid.loc[key, c]
+            marks = (YELLOW_MARK if ymask.loc[key, c] else "") + (BEST_MARK if ranks.loc[key, c] == 1 else "")
+            if pd.notna(v) and marks:
+                texts[(key, c)] = f"{texts.get((key, c), f'{v:.{precision}f}')} {marks}"
     for (key, c), text in texts.items():
         sty = sty.format(lambda _, t=text: t, subset=pd.IndexSlice[[key], [c]])
+    # η, λ, N and B as the paper prints them (0.0001, 80, 12500), not as floats with six decimals
+    for axis in (0, 1):
+        sty = sty.format_index(lambda v: f"{v:g}" if isinstance(v, float) else str(v), axis=axis)
     if caption:
         sty = sty.set_caption(caption)
     return sty

@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import platform
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from pathlib import Path
 from ..train import PROGRESS_ENV
 
 KERNEL = "repro_lib"
+DATA_ROOT_ENV = "REPRO_DATA_ROOT"  # the data root when the parameter is empty (``data.data_root``)
 NOTEBOOK_ENV = "REPRO_NOTEBOOK"  # the notebook being executed (for messages that tell how to rerun it)
 VERDICT_TAG = "verdict"
 RUN_LOG = "reproduce.jsonl"  # one line per executed notebook, under <results_dir>/<profile>/ (log_outcome)
@@ -157,13 +159,20 @@ def parameter_types(path) -> dict[str, str]:
     return {k: v["inferred_type_name"] for k, v in pm.inspect_notebook(str(path)).items()}
 
 
-def split_parameters(paths, parameters: dict) -> list[dict]:
+#: what ``python -m repro_lib run`` (and so ``make reproduce``) passes to every notebook that declares the parameter,
+#: unless ``-p`` sets it: a missing CIFAR-10/100 is downloaded by torchvision (MD5-checked); ``-p download False``
+#: for offline use (a missing dataset then stops the notebook with the message of ``data.require``)
+RUN_DEFAULTS = {"download": True}
+
+
+def split_parameters(paths, parameters: dict, defaults: dict | None = None) -> list[dict]:
     """The ``-p`` parameters each notebook of ``paths`` declares (papermill's inspection of its ``parameters``
-    cell), so ``make reproduce ARGS="-p download True"`` reaches the notebooks that have ``download`` and skips the
+    cell), so ``make reproduce ARGS="-p download False"`` reaches the notebooks that have ``download`` and skips the
     rest, each value checked against (and converted to) the type the notebook declares (:func:`coerce_parameter`;
     text values, as ``-p`` gives them, are parsed by that type). A name no selected notebook declares is a typo:
     ``ValueError`` naming it, as for a value of the wrong type. ``profile`` and ``results_dir`` are the runner's own
-    options (``--profile``, ``--results-dir``), not ``-p`` parameters."""
+    options (``--profile``, ``--results-dir``), not ``-p`` parameters. ``defaults`` (e.g. :data:`RUN_DEFAULTS`)
+    are added for the notebooks that declare them, where ``parameters`` does not set them."""
     for own in ("profile", "results_dir"):
         if own in parameters:
             raise ValueError(f"{own}: set it with --{own.replace('_', '-')}, not -p (the output folder follows it)")
@@ -172,8 +181,9 @@ def split_parameters(paths, parameters: dict) -> list[dict]:
     if unknown:
         raise ValueError(f"{unknown[0]}: not a parameter of any selected notebook "
                          f"(`papermill --help-notebook <notebook>` lists them)")
+    given = {**(defaults or {}), **parameters}
     return [{k: coerce_parameter(k, v, types[k], f"{Path(p).name}'s parameters cell")
-             for k, v in parameters.items() if k in types} for p, types in zip(paths, declared)]
+             for k, v in given.items() if k in types} for p, types in zip(paths, declared)]
 
 
 def check_params(namespace: dict) -> None:
@@ -203,11 +213,47 @@ def _environ(**values):
 
 
 # ------------------------------------------------------------------------------------------------ running
+def _outside(path, root: Path) -> bool:
+    """Whether ``path`` is an absolute path outside the project ``root`` (a folder of this machine only)."""
+    if not path or not os.path.isabs(str(path)):
+        return False
+    try:
+        Path(path).resolve().relative_to(root)
+        return False
+    except ValueError:
+        return True
+
+
+def _portable(out: Path, root: Path) -> None:
+    """The executed notebook names no folder of this machine: papermill's ``input_path`` / ``output_path`` and an
+    absolute ``results_dir`` under the project root are written relative to it."""
+    import nbformat
+
+    nb = nbformat.read(str(out), as_version=4)
+    meta = nb.metadata.get("papermill", {})
+    changed = False
+    for key in ("input_path", "output_path"):
+        p = meta.get(key)
+        if p and os.path.isabs(p):
+            try:
+                meta[key] = Path(p).resolve().relative_to(root).as_posix()
+                changed = True
+            except ValueError:
+                pass
+    if changed:
+        nbformat.write(nb, str(out))
+
+
 def run_notebook(path: str | Path, profile: str, parameters: dict | None = None, results_dir: str | Path = "results",
                  progress: bool = True, kernel: str | None = None) -> Path:
     """Execute one notebook in the project root (:func:`project_root`; a relative ``results_dir`` is relative to
     it); return the output notebook's path. ``progress``: papermill's own cell progress bar. Training inside the
-    notebook prints one line per run (:func:`progress_lines`)."""
+    notebook prints one line per run (:func:`progress_lines`).
+
+    The executed notebook names no folder of this machine: a ``results_dir`` under the project root is passed
+    relative to it, a ``data_root`` outside it reaches the notebook through ``$REPRO_DATA_ROOT`` (the parameter
+    reads ""; ``data.data_root`` falls back to the variable), and papermill's paths are made relative
+    (:func:`_portable`)."""
     import papermill as pm
 
     from ..profiles import check_profile
@@ -217,12 +263,17 @@ def run_notebook(path: str | Path, profile: str, parameters: dict | None = None,
     root = project_root()
     out = root / results_dir / profile / path.name
     out.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.isabs(str(results_dir)) and not _outside(results_dir, root):
+        results_dir = Path(results_dir).resolve().relative_to(root)
     params = {"profile": profile, "results_dir": str(results_dir), **(parameters or {})}
     try:
         rel = path.relative_to(root)
     except ValueError:
         rel = path
     env = {PROGRESS_ENV: os.environ.get(PROGRESS_ENV) or "lines", NOTEBOOK_ENV: str(rel)}
+    if _outside(params.get("data_root"), root):
+        env[DATA_ROOT_ENV] = str(params["data_root"])
+        params["data_root"] = ""
     try:
         with _environ(**env):
             pm.execute_notebook(str(path), str(out), parameters=params, kernel_name=kernel or kernel_name(),
@@ -230,6 +281,7 @@ def run_notebook(path: str | Path, profile: str, parameters: dict | None = None,
     except pm.PapermillExecutionError as e:
         raise NotebookFailed(f"{path.name}: cell {e.exec_count} failed with {e.ename}: {e.evalue}\n"
                              f"partial output kept at {out}") from None
+    _portable(out, root)
     return out
 
 
@@ -268,12 +320,17 @@ class Outcome:
     error: str = ""
 
 
+def _print(text: str, error: bool = False) -> None:
+    print(text, file=sys.stderr if error else sys.stdout, flush=True)
+
+
 def run_notebooks(paths, profile: str, parameters: list[dict] | None = None, results_dir: str | Path = "results",
-                  fail_fast: bool = False, log=print, run_log: bool = True) -> list[Outcome]:
+                  fail_fast: bool = False, log=None, run_log: bool = True) -> list[Outcome]:
     """Execute every notebook (``parameters``: one dict per notebook, :func:`split_parameters`); a failure is
     reported and the next notebook runs (``fail_fast``: stop at the first). ``log(text, error=False)`` prints;
     ``run_log``: append each outcome to ``<results_dir>/<profile>/reproduce.jsonl`` (:func:`log_outcome`)."""
     parameters = parameters or [{} for _ in paths]
+    log = log or _print
     outcomes = []
     for i, (path, params) in enumerate(zip(paths, parameters), 1):
         name = Path(path).stem

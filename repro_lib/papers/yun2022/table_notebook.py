@@ -75,7 +75,7 @@ class YunTables:
                   f"{sum(c.n * c.num_epochs for c in plan.cfg) / 1e6:.2f}M image-epochs")
             print("  " + cells.to_string(index=False).replace("\n", "\n  "))
             gpu_h = {p: profiles.estimate_gpu_hours(get(name).plan(p)) for p in ("gpu", "paper")}
-            print(f"  estimated GPU-hours (measured H200 rates, README: Throughput): this profile "
+            print(f"  estimated GPU-hours (measured H200 rates, benchmarks/README.md): this profile "
                   f"{profiles.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}")
 
     def run(self, data_root: str = "", download: bool = False, collect: bool = False,
@@ -100,8 +100,8 @@ class YunTables:
 
     # ------------------------------------------------------------------------------------------- findings
     def findings(self, results: pd.DataFrame, name: str, col: str, claim: str, item: str) -> pd.DataFrame:
-        """What the runs say about ``claim`` for table ``name`` (``results.findings.findings``: per column the verdict, the
-        yellow cell's margin to the best other cell against the seed spread, the peak tuning factor of a quadratic
+        """What the runs say about ``claim`` for table ``name`` (``results.findings.findings``: per column the
+        verdict, the yellow cell's margin to the best other cell against the seed spread, the peak tuning factor of a quadratic
         fit with its bootstrap interval), shown in words and as a table; also recorded as the notebook's claims
         (``<out_dir>/claims.json``, read by ``python -m repro_lib summary``). Returns the findings table."""
         from IPython.display import Markdown, display
@@ -110,7 +110,7 @@ class YunTables:
         self._found[name] = found
         data = dataset_label(results)
         self._claims[name] = claim_rows(found, paper="Yun et al. 2022", item=item, claim=claim, data=data,
-                                               col=col, results=results)
+                                        col=col, results=results)
         publish.record_claims(self.out_dir, [row for rows in self._claims.values() for row in rows])
         display(Markdown(f"**{item}** ({data}):\n\n" + say_findings(found, col=col)))
         shown = ["subtable", col, "cells", "seeds", "verdict", "yellow_mean", "yellow_sd", "best_other",

@@ -203,3 +203,35 @@ def test_summary_prints_the_grid_the_profile_trains(tmp_path, capsys):
     assert len(re.findall(r"True +3\n", out)) == 2 and "paper η" in out  # the two yellow cells, 3 seeds each
     YunTables("yun2022_table1", ["yun2022_table1"], profile="smoke", results_dir=tmp_path).summary()
     assert "test images: 200 class-balanced" in capsys.readouterr().out
+
+
+def test_findings_table_is_short_and_readable():
+    """The findings shown in a Yun et al. notebook: one row per column, at most 8 columns, seeds as "lo–hi",
+    the yellow cell as "mean ± sd", no column empty throughout; the paper profile's summary does not print its
+    whole grid."""
+    import math
+
+    import pandas as pd
+
+    from repro_lib.papers.yun2022.table_notebook import FINDINGS_SHOWN, findings_view
+
+    found = pd.DataFrame([
+        dict(subtable="a", n=3125, cells=7, seeds=0, seeds_max=3, verdict="best", yellow_mean=74.14, yellow_sd=0.55,
+             best_other=74.08, best_other_tf=0.1, margin=0.06, spread=0.55, decided=False, peak_tf=math.nan,
+             peak_lo=math.nan, peak_hi=math.nan, yellow_tf=0.078, missing=4),
+        dict(subtable="a", n=6250, cells=7, seeds=0, seeds_max=0, verdict="n/a", yellow_mean=math.nan,
+             yellow_sd=math.nan, best_other=math.nan, best_other_tf=math.nan, margin=math.nan, spread=math.nan,
+             decided=False, peak_tf=math.nan, peak_lo=math.nan, peak_hi=math.nan, yellow_tf=0.078, missing=21)])
+    v = findings_view(found, "n")
+    assert len(v.columns) <= FINDINGS_SHOWN and "peak TF [95 %]" not in v  # empty throughout: dropped
+    assert v.iloc[0].tolist()[:4] == ["(a) 3125", "0–3", "best", "74.14 ± 0.55"] and v.iloc[1]["yellow"] == ""
+    assert v.iloc[0]["runs missing"] == "4"
+
+
+def test_paper_profile_summary_counts_the_grid_instead_of_printing_it(tmp_path, capsys):
+    from repro_lib.papers.yun2022.table_notebook import SHOW_CELLS, YunTables
+
+    YunTables("yun2022_table1", ["yun2022_table1"], profile="paper", results_dir=tmp_path).summary()
+    out = capsys.readouterr().out
+    assert "cells, 315 runs; 0 of the runs in the store" in out
+    assert len(out.splitlines()) < SHOW_CELLS

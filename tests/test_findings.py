@@ -90,3 +90,21 @@ def test_claim_rows_and_verdict_line():
     assert rows[0]["verdict"].startswith("best, +") and "> seed sd" in rows[0]["verdict"]
     assert rows[0]["train_minutes"] == pytest.approx(15.0) and "vs 0.0781" in rows[0]["peak_tf"]
     assert findings.verdict_line(f).startswith("yellow cell: best 1/1 columns; margin beyond the seed spread in 1/1")
+
+
+def test_claim_rows_carry_ours_and_the_papers_column():
+    """Each claim row says what we measured in the yellow cell and what the paper's own column shows (its yellow
+    cell's accuracy and whether it is best or second among the paper's cells that were run)."""
+    g = _grid(peak_tf=TF, noise=0.05)
+    g["seconds"] = 60.0
+    g["paper_lr"] = g["tuning_factor"]  # one paper cell per tuning factor
+    g["paper_accuracy"] = [92.0 if y else 93.0 - 0.5 * abs(math.log2(tf / TF))  # the ±1 cells: 92.5
+                           for y, tf in zip(g.yellow, g.tuning_factor)]
+    f = findings.findings(g)
+    (row,) = findings.claim_rows(f, "Yun et al. 2022", "Table 1", "yellow best or second", "CIFAR-10", results=g)
+    assert row["ours"] == f"yellow {f.iloc[0].yellow_mean:.2f} ± {f.iloc[0].yellow_sd:.2f}"
+    assert row["paper_value"] == "yellow 92.00 (no)"  # two paper cells read 92.5: the yellow one is third
+    g.loc[g.yellow, "paper_accuracy"] = 95.0
+    (row,) = findings.claim_rows(findings.findings(g), "Y", "T", "c", "d", results=g)
+    assert row["paper_value"] == "yellow 95.00 (best)"
+    assert findings.claim_rows(f, "Y", "T", "c", "d")[0]["paper_value"] == ""  # no sweep: no paper column

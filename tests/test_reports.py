@@ -47,18 +47,18 @@ def _fake_reports(tmp_path):
     (root / "cpu" / "nb2.ipynb").write_text(json.dumps({"cells": [], "metadata": {}}))
     publish.record_claims(root / "cpu" / "nb1", [
         {"paper": "Yun et al. 2022", "item": "Table 1 (a), N = 1000", "claim": "yellow best | second",
-         "data": "CIFAR-10", "seeds": 3, "verdict": "best", "peak_tf": "0.071 [0.06, 0.08]", "train_minutes": 12.4}])
+         "data": "CIFAR-10", "seeds": 3, "verdict": "best", "peak_tf": "0.071 [0.06, 0.08]", "train_minutes": 12.4,
+         "ours": "41.2", "paper_value": "88.9 (best)"}])
     return root
 
 
-def test_summary_one_row_per_claim_and_a_row_for_a_notebook_without_claims(tmp_path):
+def test_summary_one_row_per_claim_and_a_line_for_a_notebook_without_claims(tmp_path):
     root = _fake_reports(tmp_path)
-    text = publish.summary(root)
-    lines = text.splitlines()
-    assert lines[0].startswith("| paper | item | claim")
-    assert len(lines) == 4
-    assert "yellow best \\| second" in lines[2] and "| 12 |" in lines[2] and "nb1.ipynb" in lines[2]
-    assert "no claim with a computed verdict" in lines[3]
+    lines = publish.summary(root).splitlines()
+    assert lines[0] == "**`cpu` profile · CIFAR-10** (seeds per claim: 3)"  # what every row shares, said once
+    assert lines[2] == "| paper | item | claim | paper's value | ours | verdict | notebook |"
+    assert len(lines) == 7 and lines[5] == "" and lines[6].startswith("Published without a claim to judge: [nb2](")
+    assert "yellow best \\| second" in lines[4] and "| 88.9 (best) | 41.2 |" in lines[4] and "nb1.ipynb" in lines[4]
 
 
 def test_summary_folds_columns_not_run_yet_and_shows_the_seed_range(tmp_path):
@@ -192,3 +192,36 @@ def test_the_portability_scan_finds_what_it_looks_for():
     assert [m.group(3) for m in _POINTER.finditer("see DEVELOPERS.md#run-store")] == ["run-store"]
     heads, anchors = _sections(ROOT / "DEVELOPERS.md")
     assert "run-store" in anchors and "Run store" in heads
+
+
+def test_the_result_under_the_claim_is_computed_from_the_claims():
+    """``publish.result_markdown``: one table row per claim with a run (claim, ours, the paper's, verdict), the
+    columns ours/paper only where the claims carry them, and a count of the claims without runs."""
+    yun = [{"paper": "Y", "item": "Table 1 (a), N = 500", "claim": "yellow best", "data": "stand-in", "seeds": 3,
+            "verdict": "second, -0.4", "ours": "yellow 37.86 ± 1.22", "paper_value": "yellow 88.93 (second)",
+            "train_minutes": 12.0},
+           {"paper": "Y", "item": "Table 1 (a), N = 6250", "claim": "yellow best", "data": "stand-in", "seeds": 0,
+            "verdict": "n/a (21 runs missing)", "train_minutes": 0.0}]
+    text = publish.result_markdown(yun)
+    assert text.splitlines()[0].startswith("**Result** (stand-in;")
+    assert "| claim | ours | paper | verdict |" in text
+    assert "| Table 1 (a), N = 500: yellow best | yellow 37.86 ± 1.22 | yellow 88.93 (second) | second, -0.4 |" in text
+    assert "1 more claim(s) without any run yet" in text
+    toy = [{"paper": "L", "item": "Sec. 3", "claim": "a | b", "data": "toy", "seeds": 1, "verdict": "holds"}]
+    assert "| claim | verdict |" in publish.result_markdown(toy) and "a \\| b" in publish.result_markdown(toy)
+    assert "No claim has a run behind it yet." in publish.result_markdown(yun[1:])
+
+
+def test_every_notebook_that_records_claims_shows_its_result_under_the_claim():
+    """The cell right after the claim shows the result (``publish.result_first``), and the executed notebook's
+    result replaced the placeholder with the table of its claims."""
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        if not any("record_claims" in "".join(c["source"]) or "yun.findings" in "".join(c["source"]) for c in cells):
+            continue
+        assert cells[0]["cell_type"] == "markdown" and "publish.result_first()" in "".join(cells[1]["source"]), nb
+    for executed in sorted(REPORTS.glob("*/*.ipynb")):
+        cells = json.loads(executed.read_text())["cells"]
+        if "publish.result_first()" in "".join(cells[1]["source"]):
+            shown = "".join(cells[1]["outputs"][0]["data"]["text/markdown"])
+            assert shown.startswith("**Result**") and publish.RESULT_PENDING not in shown, executed

@@ -441,7 +441,8 @@ def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str
                     else " (one seed: no bootstrap interval)")
         peak = (f"the quadratic fit peaks at tuning factor {r['peak_tf']:.3g}{interval} beside the yellow "
                 f"{r['yellow_tf']:.3g}" if math.isfinite(r["peak_tf"]) else "the quadratic fit has no interior peak")
-        seeds = f"{int(r['seeds'])} seed{'s' if r['seeds'] != 1 else ''} per cell"
+        lo, hi = int(r["seeds"]), int(r.get("seeds_max", r["seeds"]))
+        seeds = f"{lo}–{hi} seeds per cell" if hi != lo else f"{lo} seed{'s' if lo != 1 else ''} per cell"
         sd = f" ± {r['yellow_sd']:.2f}" if math.isfinite(r["yellow_sd"]) else ""
         lines.append(f"- **{where}** ({seeds}): the yellow cell ({r['yellow_mean']:.2f}{sd} % {what}) {rank}, "
                      f"{margin}, {spread}; {peak}.")
@@ -486,11 +487,32 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
             if "subtable" in r and "subtable" in results:
                 sel &= results["subtable"].astype(str) == str(r["subtable"])
             minutes = float(pd.to_numeric(results.loc[sel, "seconds"], errors="coerce").sum()) / 60
+        ours = f"{r['yellow_mean']:.2f}" + (f" ± {r['yellow_sd']:.2f}" if math.isfinite(r["yellow_sd"]) else "") \
+            if math.isfinite(r["yellow_mean"]) else ""
         rows.append({"paper": paper, "item": f"{item}{sub}, {label} = {r[col]:g}", "claim": claim, "data": data,
                      "seeds": int(r["seeds"]), "seeds_max": int(r.get("seeds_max", r["seeds"])),
                      "verdict": verdict_text(r), "peak_tf": peak_text(r),
-                     "train_minutes": minutes})
+                     "train_minutes": minutes, "ours": f"yellow {ours}" if ours else "",
+                     "paper_value": _paper_column(results, r, col) if results is not None else ""})
     return rows
+
+
+def _paper_column(results: pd.DataFrame, r, col: str) -> str:
+    """The paper's own reading of one column of a swept grid: its yellow cell's accuracy and whether it is the
+    best or second of the paper's cells that were run ("" without the paper's accuracies)."""
+    if "paper_accuracy" not in results or "yellow" not in results:
+        return ""
+    sel = results[col] == r[col]
+    if "subtable" in results and "subtable" in r:
+        sel &= results["subtable"].astype(str) == str(r["subtable"])
+    keys = [k for k in ("paper_lr", "paper_weight_decay", "paper_batch_size", "paper_n") if k in results]
+    cells = results[sel].drop_duplicates(keys or None)
+    acc = pd.to_numeric(cells["paper_accuracy"], errors="coerce")
+    yellow = acc[cells["yellow"].astype(bool)].dropna()
+    if yellow.empty:
+        return ""
+    rank = int((acc > yellow.max()).sum()) + 1
+    return f"yellow {yellow.max():.2f} ({ {1: 'best', 2: 'second'}.get(rank, 'no') })"
 
 
 def verdict_line(found: pd.DataFrame) -> str:

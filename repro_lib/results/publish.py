@@ -25,17 +25,21 @@ import os
 import re
 from pathlib import Path
 
-#: columns of the results table, in order
-COLUMNS = ("paper", "item", "claim", "profile", "data", "seeds", "verdict", "peak tuning factor", "train min",
-           "notebook")
+#: the display id of the result shown under a notebook's claim (:func:`result_first`, filled by :func:`record_claims`)
+RESULT_ID = "repro-lib-result"
+RESULT_PENDING = "*The result appears here when the notebook has run to its end (its last cell records the claims).*"
+
+#: columns of the results tables, in order (one table per profile and data set, named above it)
+COLUMNS = ("paper", "item", "claim", "paper's value", "ours", "verdict", "notebook")
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
 def record_claims(out_dir: str | os.PathLike, rows: list[dict]) -> Path:
-    """Write the notebook's claims (``out_dir/claims.json``, atomically). Each row: ``paper``, ``item`` (e.g.
-    "Table 1 (a), N = 1000"), ``claim`` (in words), ``data`` (``findings.dataset_label``), ``seeds``, ``verdict``
-    (computed from the runs, e.g. "best (margin +1.2, within the seed spread 1.5)"), optionally ``peak_tf`` (text),
-    ``train_minutes``."""
+    """Write the notebook's claims (``out_dir/claims.json``, atomically) and show them as the notebook's result under
+    its claim (:func:`result_first`). Each row: ``paper``, ``item`` (e.g. "Table 1 (a), N = 1000"), ``claim`` (in
+    words), ``data`` (``findings.dataset_label``), ``seeds``, ``verdict`` (computed from the runs, e.g. "best
+    (margin +1.2, within the seed spread 1.5)"), optionally ``peak_tf`` (text), ``train_minutes``, ``ours`` and
+    ``paper_value`` (the measured value and the paper's, as text)."""
     from ..store import _write_atomic
 
     required = ("paper", "item", "claim", "data", "seeds", "verdict")
@@ -46,7 +50,51 @@ def record_claims(out_dir: str | os.PathLike, rows: list[dict]) -> Path:
     path = Path(out_dir) / "claims.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomic(path, json.dumps(rows, indent=1, sort_keys=True, default=_jsonable) + "\n")
+    _show_result(rows)
     return path
+
+
+def _show_result(rows: list[dict]) -> None:
+    """Fill the notebook's result placeholder (:func:`result_first`) when running in a kernel; nothing elsewhere."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, update_display
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        return
+    if get_ipython() is not None:
+        update_display(Markdown(result_markdown(rows)), display_id=RESULT_ID)
+
+
+def result_first() -> None:
+    """Show the placeholder of the notebook's result right under its claim (a code cell after the first markdown
+    cell). :func:`record_claims`, in the notebook's last cells, replaces it with :func:`result_markdown` of the
+    claims, so the executed notebook's first screen says whether the claim reproduced."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(RESULT_PENDING), display_id=RESULT_ID)
+
+
+def result_markdown(rows: list[dict]) -> str:
+    """The result in a few lines: one table row per claim with a verdict (claim, ours, the paper's, verdict; the
+    ours/paper columns where the claims carry them), the data the runs used, and how many claims have no run yet."""
+    ran = [r for r in rows if not _not_run(r)]
+    has = [k for k in ("ours", "paper_value") if any(r.get(k) for r in ran)]
+    head = ["claim", *({"ours": "ours", "paper_value": "paper"}[k] for k in has), "verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in ran:
+        cells = [f"{r['item']}: {r['claim']}", *(r.get(k, "") for k in has), r["verdict"]]
+        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    data = sorted({r["data"] for r in rows if r.get("data")})
+    out = [f"**Result** ({'; '.join(data) or 'see below'}; computed from this notebook's runs):", ""]
+    out += lines if ran else ["No claim has a run behind it yet."]
+    if len(ran) < len(rows):
+        out += ["", f"{len(rows) - len(ran)} more claim(s) without any run yet (see the tables below)."]
+    return "\n".join(out)
+
+
+def _md_cell(value) -> str:
+    """A value as one Markdown table cell (``|`` escaped, on one line)."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
 
 
 def _jsonable(v):
@@ -81,9 +129,9 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
         claims_path = nb.parent / nb.stem / "claims.json"
         claims = json.loads(claims_path.read_text()) if claims_path.exists() else []
         if not claims:
-            rows.append({"paper": "", "item": nb.stem, "claim": "(no claim with a computed verdict)",
-                         "profile": profile, "data": "", "seeds": "", "verdict": "", "peak tuning factor": "",
-                         "train min": "", "notebook": link})
+            rows.append({"paper": "", "item": nb.stem, "claim": "", "profile": profile, "data": "", "seeds": "",
+                         "verdict": "", "peak tuning factor": "", "train min": "", "paper's value": "", "ours": "",
+                         "notebook": link})
         # consecutive claims that no run has reached yet (key: their claim) fold into one row; the rest (key None)
         # get a row each
         for key, group in itertools.groupby(claims, key=lambda c: c["claim"] if _not_run(c) else None):
@@ -98,6 +146,7 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
                              "data": c["data"], "seeds": f"{lo}–{hi}" if hi != lo else str(lo),
                              "verdict": c["verdict"], "peak tuning factor": c.get("peak_tf", ""),
                              "train min": "" if minutes is None or not math.isfinite(minutes) else f"{minutes:.0f}",
+                             "paper's value": c.get("paper_value", ""), "ours": c.get("ours", ""),
                              "notebook": link})
     return rows
 
@@ -113,18 +162,29 @@ def _not_run_row(claims: list[dict], profile: str, link: str) -> dict:
     item = c["item"] if len(claims) == 1 else f"{c['item']} … {claims[-1]['item']} ({len(claims)} columns)"
     return {"paper": c["paper"], "item": item, "claim": c["claim"], "profile": profile, "data": c["data"],
             "seeds": "0", "verdict": "not run yet" + (f" ({sum(missing)} runs)" if missing else ""),
-            "peak tuning factor": "", "train min": "", "notebook": link}
+            "peak tuning factor": "", "train min": "", "paper's value": "", "ours": "", "notebook": link}
 
 
 def summary(reports: str | os.PathLike = "reports") -> str:
-    """The results table in Markdown: one row per claim (:func:`summary_rows`)."""
+    """The results in Markdown: one table per (profile, data set), named once above it, one row per claim
+    (:func:`summary_rows`; the columns :data:`COLUMNS`); then the published notebooks without a claim to judge."""
     rows = summary_rows(reports)
-    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    out = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    out += ["| " + " | ".join(esc(r[c]) for c in COLUMNS) + " |" for r in rows]
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["claim"]:
+            groups.setdefault((r["profile"], r["data"]), []).append(r)
+    out = []
+    for (profile, data), group in groups.items():
+        seeds = sorted({r["seeds"] for r in group if r["seeds"]}, key=lambda s: (len(s), s))
+        out += [f"**`{profile}` profile · {data}** (seeds per claim: {', '.join(seeds)})", "",
+                "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        out += ["| " + " | ".join(_md_cell(r[c]) for c in COLUMNS) + " |" for r in group] + [""]
+    bare = [r["notebook"] for r in rows if not r["claim"]]
+    if bare:
+        out.append(f"Published without a claim to judge: {', '.join(bare)}.")
     if not rows:
-        out.append("| " + " | ".join(["(nothing published yet)"] + [""] * (len(COLUMNS) - 1)) + " |")
-    return "\n".join(out)
+        out.append("(nothing published yet)")
+    return "\n".join(out).rstrip("\n")
 
 
 def readme_block(reports: str | os.PathLike = "reports") -> str:

@@ -41,6 +41,40 @@ def grid(plan: pd.DataFrame) -> pd.DataFrame:
                                "weight_decay": "λ", "tuning_factor": "TF"})
 
 
+#: the grid is printed cell by cell up to this many cells; a larger one (the paper profile: Table 1 has 315) is
+#: summarised by its count and the cells whose runs are in the store
+SHOW_CELLS = 30
+#: the columns of the findings table shown in the notebook (every column goes to ``<name>_findings.csv``)
+FINDINGS_SHOWN = 8
+
+
+def findings_view(found: pd.DataFrame, col: str) -> pd.DataFrame:
+    """The findings of a table as a reader scans them: one row per paper column and at most :data:`FINDINGS_SHOWN`
+    columns (sub-table and column together, seeds as "lo–hi", the yellow cell's mean ± sd, the margin to the best
+    other cell, the seed spread, the peak tuning factor with its 95 % interval, runs missing), numbers as text
+    rounded for reading, and no column that is empty (or zero) throughout."""
+    def num(v, spec: str) -> str:
+        return "" if v is None or pd.isna(v) else format(v, spec)
+
+    rows = []
+    for _, r in found.iterrows():
+        sub = f"({r['subtable']}) " if isinstance(r.get("subtable"), str) and r["subtable"] else ""
+        lo, hi = int(r["seeds"]), int(r.get("seeds_max", r["seeds"]))
+        yellow = num(r["yellow_mean"], ".2f")
+        if yellow and pd.notna(r["yellow_sd"]):
+            yellow += f" ± {r['yellow_sd']:.2f}"
+        peak = num(r["peak_tf"], ".3g")
+        if peak and pd.notna(r["peak_lo"]):
+            peak += f" [{r['peak_lo']:.3g}, {r['peak_hi']:.3g}]"
+        rows.append({col: f"{sub}{r[col]:g}", "seeds": f"{lo}–{hi}" if hi != lo else str(lo),
+                     "verdict": r["verdict"], "yellow": yellow, "margin": num(r["margin"], "+.2f"),
+                     "seed spread": num(r["spread"], ".2f"), "peak TF [95 %]": peak,
+                     "runs missing": str(int(r.get("missing", 0) or 0))})
+    view = pd.DataFrame(rows)
+    empty = [c for c in view.columns if c not in (col, "seeds", "verdict") and view[c].isin(["", "0"]).all()]
+    return view.drop(columns=empty).iloc[:, :FINDINGS_SHOWN]
+
+
 class YunTables:
     """One Yun et al. notebook's tables: their plans, the output folder ``<results_dir>/<profile>/<notebook>/``
     (created), a printed summary, and the sweep. A bad parameter is a ``ValueError`` naming it, raised here."""
@@ -73,7 +107,16 @@ class YunTables:
             print(f"  seeds {sorted(int(v) for v in plan.seed.unique())} ({len(cells)} cells), LR schedule "
                   f"{schedule}, test images: {'the full test set' if not cfg0.n_test else f'{cfg0.n_test} class-balanced'}, "
                   f"{sum(c.n * c.num_epochs for c in plan.cfg) / 1e6:.2f}M image-epochs")
-            print("  " + cells.to_string(index=False).replace("\n", "\n  "))
+            if len(cells) <= SHOW_CELLS:
+                print("  " + cells.to_string(index=False).replace("\n", "\n  "))
+            else:  # the paper's whole grid: its size, and the cells with runs already in the store
+                store = Store(self.results_dir)
+                held = [c.hash for c in plan.cfg if store.get(c) is not None]
+                present = plan[plan.cfg.map(lambda c: c.hash in set(held))]
+                print(f"  {len(cells)} cells, {len(plan)} runs; {len(held)} of the runs in the store"
+                      + (", in these cells:" if held else ""))
+                if held:
+                    print("  " + grid(present).to_string(index=False).replace("\n", "\n  "))
             gpu_h = {p: profiles.estimate_gpu_hours(get(name).plan(p)) for p in ("gpu", "paper")}
             print(f"  estimated GPU-hours (measured H200 rates, benchmarks/README.md): this profile "
                   f"{profiles.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}")
@@ -101,9 +144,10 @@ class YunTables:
     # ------------------------------------------------------------------------------------------- findings
     def findings(self, results: pd.DataFrame, name: str, col: str, claim: str, item: str) -> pd.DataFrame:
         """What the runs say about ``claim`` for table ``name`` (``results.findings.findings``: per column the
-        verdict, the yellow cell's margin to the best other cell against the seed spread, the peak tuning factor of a quadratic
-        fit with its bootstrap interval), shown in words and as a table; also recorded as the notebook's claims
-        (``<out_dir>/claims.json``, read by ``python -m repro_lib summary``). Returns the findings table."""
+        verdict, the yellow cell's margin to the best other cell against the seed spread, the peak tuning factor of
+        a quadratic fit with its bootstrap interval), shown in words and as a table (:func:`findings_view`; every
+        column in ``<out_dir>/<name>_findings.csv``); also recorded as the notebook's claims
+        (``<out_dir>/claims.json``, read by ``python -m repro_lib summary``). Returns the table shown."""
         from IPython.display import Markdown, display
 
         found = column_findings(results, col=col, yellow_tf=transcribed.yellow_factor(name))
@@ -113,10 +157,8 @@ class YunTables:
                                         col=col, results=results)
         publish.record_claims(self.out_dir, [row for rows in self._claims.values() for row in rows])
         display(Markdown(f"**{item}** ({data}):\n\n" + say_findings(found, col=col)))
-        shown = ["subtable", col, "cells", "seeds", "verdict", "yellow_mean", "yellow_sd", "best_other",
-                 "best_other_tf", "margin", "spread", "decided", "peak_tf", "peak_lo", "peak_hi", "yellow_tf",
-                 "missing"]
-        return found[[c for c in shown if c in found]].rename(columns={"missing": "runs_missing"})
+        found.to_csv(self.out_dir / f"{name}_findings.csv", index=False)  # every column, for further analysis
+        return findings_view(found, col)
 
     def verdict(self) -> str:
         """The notebook's one-line verdict over every table shown with :meth:`findings` (the cell tagged

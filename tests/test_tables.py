@@ -147,3 +147,12 @@ def test_plot_angular_draws_the_prediction_until_the_first_lr_decay():
     assert [seg[1][0] for seg in dashed(ax2)] == [8]  # no decay: to the last epoch
     ax3 = figures.plot_angular(hist.assign(effective_lr=1.0), hue="run", y="effective_lr")
     assert ax3.get_ylabel().startswith("η_eff")
+
+
+def test_best_styler_marks_the_best_of_each_column_in_text_and_css():
+    frame = pd.DataFrame({"vgg11": [90.0, 91.5, np.nan], "vgg13": [92.0, 91.0, 93.25]}, index=["SGD", "LARS", "OURS"])
+    html = tables.best_styler(frame, caption="c").to_html()
+    texts = _cell_texts(html)
+    assert texts[(1, 0)] == f"91.50 {tables.BEST_MARK}" and texts[(2, 1)] == f"93.25 {tables.BEST_MARK}"
+    assert texts[(0, 0)] == "90.00" and texts[(2, 0)] == ""  # an empty cell stays blank
+    assert sum(tables.BEST_MARK in t for t in texts.values()) == 2 and "font-weight: bold" in html

@@ -5,6 +5,7 @@
   highlighted value and the best value of each column in bold (Yun et al. 2022, Tables 1–11);
 * ``side_by_side``: our grid next to the paper's, as one HTML block;
 * ``verdict``: per column, is the best or second-best accuracy in a yellow cell (the paper's claim, Sec. 5.1);
+* ``best_styler``: any table of scores with the best of each column bold and marked;
 * ``export``: HTML and LaTeX files;
 * ``table_report``: all of it for every sub-table of a swept paper table.
 
@@ -123,6 +124,20 @@ def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", prec
     if caption:
         sty = sty.set_caption(caption)
     return sty
+
+
+def best_styler(frame: pd.DataFrame, precision: int = 2, caption: str = ""):
+    """A table of scores (higher is better) with the best value of each column bold (CSS) and marked
+    :data:`BEST_MARK` in its text, so the mark survives where the CSS is dropped; empty cells stay blank."""
+    best = frame.apply(_rank_in_column) == 1
+    sty = frame.style.format(precision=precision, na_rep="")
+    sty = sty.apply(lambda _: best.replace({True: "font-weight: bold", False: ""}), axis=None)
+    for key in frame.index:
+        for c in frame.columns:
+            if best.loc[key, c]:
+                text = f"{frame.loc[key, c]:.{precision}f} {BEST_MARK}"
+                sty = sty.format(lambda _, t=text: t, subset=pd.IndexSlice[[key], [c]])
+    return sty.set_caption(caption) if caption else sty
 
 
 def verdict(grid: pd.DataFrame, yellow: pd.DataFrame, missing: dict | None = None) -> pd.Series:

@@ -1,0 +1,50 @@
+"""Figures from run histories, the way the papers draw them. No training here.
+
+* ``plot_angular``: Δθ per epoch curves with the predicted level arccos(1 − tuning factor) (Yun et al. Eq. 27),
+  and the same axes for the effective learning rates and the weight norm.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None = None,
+                 y: str = "angular_update", title: str = ""):
+    """Δθ (radians) per epoch, one line per ``hue`` value; ``predicted``: {label: tuning factor} draws the
+    level arccos(1 − TF) of Eq. 27 as dashed lines, up to the first LR decay (the factor holds for the initial LR;
+    after a ÷10 decay Eq. 27's factor is 10× smaller). For Δθ the y-axis is cut at 1.15× the largest value after
+    epoch 2 (the first epochs' rotation away from the initialization would flatten the rest; noted on the axis)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    if hist.empty or y not in hist:  # collect mode before any of these runs finished: say so, draw nothing
+        ax.text(0.5, 0.5, "runs missing: none in the store yet", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title)
+        return ax
+    sns.lineplot(data=hist, x="epoch", y=y, hue=hue, ax=ax, palette="tab10")
+    end = hist["epoch"].max()
+    if "lr" in hist:  # the first epoch whose LR is below its run's initial LR: the prediction's range ends there
+        decayed = hist.loc[hist["lr"] < 0.999 * hist.groupby(hue)["lr"].transform("first"), "epoch"]
+        end = decayed.min() if len(decayed) else end
+    for label, tf in (predicted or {}).items():
+        if 0 < tf < 2:
+            ax.hlines(math.acos(1 - tf), hist["epoch"].min(), end, linestyles="--", lw=1, color="gray")
+            ax.annotate(f"arccos(1−TF) {label}", (end, math.acos(1 - tf)), fontsize=7, ha="right", va="bottom",
+                        color="gray")
+    cut = ""
+    if y == "angular_update":  # the first epoch's large rotation from the initialisation would flatten the rest
+        later = hist.loc[hist["epoch"] > 2, y]
+        levels = [math.acos(1 - tf) for tf in (predicted or {}).values() if 0 < tf < 2]
+        top = max([later.max() if len(later) else 0.0, *levels])
+        if top > 0 and hist[y].max() > 1.15 * top:
+            ax.set_ylim(0, 1.15 * top)
+            cut = "\n(axis cut: first epochs off scale)"
+    ax.set_ylabel({"angular_update": "Δθ per epoch (rad)", "effective_lr": "η_eff = η/‖x‖² (per step)",
+                   "effective_lr_epoch": "η_epoch = ηN/(B‖x‖²) (per epoch)",
+                   "weight_norm": "‖x‖"}.get(y, y) + cut)
+    ax.set_title(title)
+    return ax

@@ -147,6 +147,11 @@ def test_plot_angular_draws_the_prediction_until_the_first_lr_decay():
     assert [seg[1][0] for seg in dashed(ax2)] == [8]  # no decay: to the last epoch
     ax3 = figures.plot_angular(hist.assign(effective_lr=1.0), hue="run", y="effective_lr")
     assert ax3.get_ylabel().startswith("η_eff")
+    # the legend sits beside the axes (its anchor right of x = 1 in axes coordinates), the level names its TF
+    assert ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted()).x0 >= 1.0
+    assert [t.get_text() for t in ax.texts] == ["arccos(1−TF), TF = 10/128"]
+    ax4 = figures.plot_angular(hist, hue="run", predicted={"TF": 10 / 128})
+    assert [t.get_text() for t in ax4.texts] == ["arccos(1−TF)"]
 
 
 def test_best_styler_marks_the_best_of_each_column_in_text_and_css():

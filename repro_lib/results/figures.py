@@ -1,7 +1,8 @@
 """Figures from run histories, the way the papers draw them. No training here.
 
 * ``plot_angular``: Δθ per epoch curves with the predicted level arccos(1 − tuning factor) (Yun et al. Eq. 27),
-  and the same axes for the effective learning rates and the weight norm.
+  and the same axes for the effective learning rates and the weight norm; the legend beside the axes, never over
+  the curves.
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
     for label, tf in (predicted or {}).items():
         if 0 < tf < 2:
             ax.hlines(math.acos(1 - tf), hist["epoch"].min(), end, linestyles="--", lw=1, color="gray")
-            ax.annotate(f"arccos(1−TF) {label}", (end, math.acos(1 - tf)), fontsize=7, ha="right", va="bottom",
-                        color="gray")
+            text = "arccos(1−TF)" if label == "TF" else f"arccos(1−TF), TF = {label}"
+            ax.annotate(text, (end, math.acos(1 - tf)), fontsize=7, ha="right", va="bottom", color="gray")
     cut = ""
     if y == "angular_update":  # the first epoch's large rotation from the initialisation would flatten the rest
         later = hist.loc[hist["epoch"] > 2, y]
@@ -46,5 +47,8 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
     ax.set_ylabel({"angular_update": "Δθ per epoch (rad)", "effective_lr": "η_eff = η/‖x‖² (per step)",
                    "effective_lr_epoch": "η_epoch = ηN/(B‖x‖²) (per epoch)",
                    "weight_norm": "‖x‖"}.get(y, y) + cut)
+    if ax.get_legend() is not None:  # beside the axes, not over the curves
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), fontsize=7, title_fontsize=8, frameon=False)
+    ax.set_xlabel("epoch")
     ax.set_title(title)
     return ax

@@ -26,11 +26,24 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+
 def num(v, spec: str = ".2f", missing: str = "n/a") -> str:
     """``format(v, spec)``, or ``missing`` for None/NaN (a value whose runs are missing or all diverged)."""
     if v is None or (isinstance(v, (float, np.floating)) and not math.isfinite(v)):
         return missing
     return format(v, spec)
+
+
+def seed_range(lo: int, hi: int) -> str:
+    """The finished seeds per cell of a column: "3", or "0–3" where its cells hold different numbers."""
+    return f"{lo}–{hi}" if hi != lo else str(lo)
+
+
+def yellow_text(r) -> str:
+    """The yellow cell of one :func:`findings` row as "mean ± sd" ("mean" with one seed, "" with no run)."""
+    if not math.isfinite(r["yellow_mean"]):
+        return ""
+    return f"{r['yellow_mean']:.2f}" + (f" ± {r['yellow_sd']:.2f}" if math.isfinite(r["yellow_sd"]) else "")
 
 
 def method_findings(results: pd.DataFrame, ours: str, value: str = "test_acc", by=("paper_dataset", "model"),
@@ -442,9 +455,8 @@ def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str
         peak = (f"the quadratic fit peaks at tuning factor {r['peak_tf']:.3g}{interval} beside the yellow "
                 f"{r['yellow_tf']:.3g}" if math.isfinite(r["peak_tf"]) else "the quadratic fit has no interior peak")
         lo, hi = int(r["seeds"]), int(r.get("seeds_max", r["seeds"]))
-        seeds = f"{lo}–{hi} seeds per cell" if hi != lo else f"{lo} seed{'s' if lo != 1 else ''} per cell"
-        sd = f" ± {r['yellow_sd']:.2f}" if math.isfinite(r["yellow_sd"]) else ""
-        lines.append(f"- **{where}** ({seeds}): the yellow cell ({r['yellow_mean']:.2f}{sd} % {what}) {rank}, "
+        seeds = f"{seed_range(lo, hi)} seed{'' if (lo, hi) == (1, 1) else 's'} per cell"
+        lines.append(f"- **{where}** ({seeds}): the yellow cell ({yellow_text(r)} % {what}) {rank}, "
                      f"{margin}, {spread}; {peak}.")
     return "\n".join(lines)
 
@@ -481,32 +493,29 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
     for _, r in found.iterrows():
         sub = f" ({r['subtable']})" if "subtable" in r and isinstance(r["subtable"], str) and r["subtable"] else ""
         label = {"n": "N", "batch_size": "B"}.get(col, col)
-        minutes = None
+        minutes, paper_value = None, ""
         if results is not None:
             sel = results[col] == r[col]
             if "subtable" in r and "subtable" in results:
                 sel &= results["subtable"].astype(str) == str(r["subtable"])
             minutes = float(pd.to_numeric(results.loc[sel, "seconds"], errors="coerce").sum()) / 60
-        ours = f"{r['yellow_mean']:.2f}" + (f" ± {r['yellow_sd']:.2f}" if math.isfinite(r["yellow_sd"]) else "") \
-            if math.isfinite(r["yellow_mean"]) else ""
+            paper_value = _paper_column(results[sel])
+        ours = yellow_text(r)
         rows.append({"paper": paper, "item": f"{item}{sub}, {label} = {r[col]:g}", "claim": claim, "data": data,
                      "seeds": int(r["seeds"]), "seeds_max": int(r.get("seeds_max", r["seeds"])),
                      "verdict": verdict_text(r), "peak_tf": peak_text(r),
                      "train_minutes": minutes, "ours": f"yellow {ours}" if ours else "",
-                     "paper_value": _paper_column(results, r, col) if results is not None else ""})
+                     "paper_value": paper_value})
     return rows
 
 
-def _paper_column(results: pd.DataFrame, r, col: str) -> str:
-    """The paper's own reading of one column of a swept grid: its yellow cell's accuracy and whether it is the
-    best or second of the paper's cells that were run ("" without the paper's accuracies)."""
-    if "paper_accuracy" not in results or "yellow" not in results:
+def _paper_column(column: pd.DataFrame) -> str:
+    """The paper's own reading of one column of a swept grid (its runs, ``column``): its yellow cell's accuracy
+    and whether it is the best or second of the paper's cells that were run ("" without the paper's accuracies)."""
+    if "paper_accuracy" not in column or "yellow" not in column:
         return ""
-    sel = results[col] == r[col]
-    if "subtable" in results and "subtable" in r:
-        sel &= results["subtable"].astype(str) == str(r["subtable"])
-    keys = [k for k in ("paper_lr", "paper_weight_decay", "paper_batch_size", "paper_n") if k in results]
-    cells = results[sel].drop_duplicates(keys or None)
+    keys = [k for k in ("paper_lr", "paper_weight_decay", "paper_batch_size", "paper_n") if k in column]
+    cells = column.drop_duplicates(keys or None)
     acc = pd.to_numeric(cells["paper_accuracy"], errors="coerce")
     yellow = acc[cells["yellow"].astype(bool)].dropna()
     if yellow.empty:

@@ -25,6 +25,8 @@ import os
 import re
 from pathlib import Path
 
+from .findings import seed_range
+
 #: the display id of the result shown under a notebook's claim (:func:`result_first`, filled by :func:`record_claims`)
 RESULT_ID = "repro-lib-result"
 RESULT_PENDING = "*The result appears here when the notebook has run to its end (its last cell records the claims).*"
@@ -141,9 +143,8 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
                 continue
             for c in group:
                 minutes = c.get("train_minutes")
-                lo, hi = c["seeds"], c.get("seeds_max", c["seeds"])
                 rows.append({"paper": c["paper"], "item": c["item"], "claim": c["claim"], "profile": profile,
-                             "data": c["data"], "seeds": f"{lo}–{hi}" if hi != lo else str(lo),
+                             "data": c["data"], "seeds": seed_range(c["seeds"], c.get("seeds_max", c["seeds"])),
                              "verdict": c["verdict"], "peak tuning factor": c.get("peak_tf", ""),
                              "train min": "" if minutes is None or not math.isfinite(minutes) else f"{minutes:.0f}",
                              "paper's value": c.get("paper_value", ""), "ours": c.get("ours", ""),

@@ -87,10 +87,11 @@ def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", prec
     ``grid`` of standard deviations over seeds; a cell with one reads "<mean> ± <sd>" (ranks use the means)."""
     ranks = grid.apply(_rank_in_column)
     missing = _missing_of(grid, missing)
+    ymask = yellow.reindex_like(grid).fillna(False).astype(bool)
 
     def css(_):
         out = pd.DataFrame("", index=grid.index, columns=grid.columns)
-        out = out.mask(yellow.reindex_like(grid).fillna(False).astype(bool), YELLOW)
+        out = out.mask(ymask, YELLOW)
         bold = ranks == 1
         out = out.where(~bold, out + ";font-weight: bold")
         for (key, c) in missing:
@@ -109,7 +110,6 @@ def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", prec
     for (key, c), k in missing.items():
         v = grid.loc[key, c]
         texts[(key, c)] = "missing" if pd.isna(v) else f"{texts.get((key, c), f'{v:.{precision}f}')} ({k} missing)"
-    ymask = yellow.reindex_like(grid).fillna(False).astype(bool)
     for key in grid.index:
         for c in grid.columns:
             v = grid.loc[key, c]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ... import data, profiles
-from ...results.findings import claim_rows, dataset_label, say_findings, verdict_line
+from ...results.findings import claim_rows, dataset_label, num, say_findings, seed_range, verdict_line, yellow_text
 from ...results.findings import findings as column_findings
 from ...results import publish
 from ...runs import sweep
@@ -53,22 +53,16 @@ def findings_view(found: pd.DataFrame, col: str) -> pd.DataFrame:
     columns (sub-table and column together, seeds as "lo–hi", the yellow cell's mean ± sd, the margin to the best
     other cell, the seed spread, the peak tuning factor with its 95 % interval, runs missing), numbers as text
     rounded for reading, and no column that is empty (or zero) throughout."""
-    def num(v, spec: str) -> str:
-        return "" if v is None or pd.isna(v) else format(v, spec)
-
     rows = []
     for _, r in found.iterrows():
         sub = f"({r['subtable']}) " if isinstance(r.get("subtable"), str) and r["subtable"] else ""
-        lo, hi = int(r["seeds"]), int(r.get("seeds_max", r["seeds"]))
-        yellow = num(r["yellow_mean"], ".2f")
-        if yellow and pd.notna(r["yellow_sd"]):
-            yellow += f" ± {r['yellow_sd']:.2f}"
-        peak = num(r["peak_tf"], ".3g")
+        peak = num(r["peak_tf"], ".3g", missing="")
         if peak and pd.notna(r["peak_lo"]):
             peak += f" [{r['peak_lo']:.3g}, {r['peak_hi']:.3g}]"
-        rows.append({col: f"{sub}{r[col]:g}", "seeds": f"{lo}–{hi}" if hi != lo else str(lo),
-                     "verdict": r["verdict"], "yellow": yellow, "margin": num(r["margin"], "+.2f"),
-                     "seed spread": num(r["spread"], ".2f"), "peak TF [95 %]": peak,
+        seeds = seed_range(int(r["seeds"]), int(r.get("seeds_max", r["seeds"])))
+        rows.append({col: f"{sub}{r[col]:g}", "seeds": seeds, "verdict": r["verdict"], "yellow": yellow_text(r),
+                     "margin": num(r["margin"], "+.2f", missing=""), "seed spread": num(r["spread"], ".2f", missing=""),
+                     "peak TF [95 %]": peak,
                      "runs missing": str(int(r.get("missing", 0) or 0))})
     view = pd.DataFrame(rows)
     empty = [c for c in view.columns if c not in (col, "seeds", "verdict") and view[c].isin(["", "0"]).all()]
@@ -111,12 +105,11 @@ class YunTables:
                 print("  " + cells.to_string(index=False).replace("\n", "\n  "))
             else:  # the paper's whole grid: its size, and the cells with runs already in the store
                 store = Store(self.results_dir)
-                held = [c.hash for c in plan.cfg if store.get(c) is not None]
-                present = plan[plan.cfg.map(lambda c: c.hash in set(held))]
-                print(f"  {len(cells)} cells, {len(plan)} runs; {len(held)} of the runs in the store"
-                      + (", in these cells:" if held else ""))
-                if held:
-                    print("  " + grid(present).to_string(index=False).replace("\n", "\n  "))
+                held = plan.cfg.map(lambda c: store.get(c) is not None).astype(bool)
+                print(f"  {len(cells)} cells, {len(plan)} runs; {int(held.sum())} of the runs in the store"
+                      + (", in these cells:" if held.any() else ""))
+                if held.any():
+                    print("  " + grid(plan[held]).to_string(index=False).replace("\n", "\n  "))
             gpu_h = {p: profiles.estimate_gpu_hours(get(name).plan(p)) for p in ("gpu", "paper")}
             print(f"  estimated GPU-hours (measured H200 rates, benchmarks/README.md): this profile "
                   f"{profiles.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}")

@@ -119,9 +119,12 @@ class ImageTensors:
         return self.name.startswith("synthetic-")
 
 
+DATA_ROOT_ENV = "REPRO_DATA_ROOT"  # the data root when no folder is given
+
+
 def data_root(root: str | os.PathLike | None = None) -> Path:
     """The data root: the argument if given (non-empty), else ``$REPRO_DATA_ROOT``, else ``./data``."""
-    return Path(root or os.environ.get("REPRO_DATA_ROOT") or "data").expanduser()
+    return Path(root or os.environ.get(DATA_ROOT_ENV) or "data").expanduser()
 
 
 def cache_dir() -> Path:

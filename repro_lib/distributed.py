@@ -77,7 +77,7 @@ import torch.nn.functional as F
 from . import cutmix, imagefolder
 from . import data as data_mod
 from .angular import AngularTracker
-from .config import ImageFolderConfig  # noqa: F401  (the run description this module trains)
+from .config import ImageFolderConfig
 from .data import normalize
 from .train import progress_lines
 

@@ -39,10 +39,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..data import DATA_ROOT_ENV
 from ..train import PROGRESS_ENV
 
 KERNEL = "repro_lib"
-DATA_ROOT_ENV = "REPRO_DATA_ROOT"  # the data root when the parameter is empty (``data.data_root``)
 NOTEBOOK_ENV = "REPRO_NOTEBOOK"  # the notebook being executed (for messages that tell how to rerun it)
 VERDICT_TAG = "verdict"
 RUN_LOG = "reproduce.jsonl"  # one line per executed notebook, under <results_dir>/<profile>/ (log_outcome)

@@ -89,7 +89,6 @@ import functools
 import gc
 import json
 import math
-import os
 import sys
 import tarfile
 import time
@@ -105,7 +104,7 @@ from .. import data as data_mod
 from .. import train as train_mod
 from ..papers import registry
 from ..profiles import estimate_gpu_hours, seconds_per_image
-from ..store import Store, package_version
+from ..store import Store, _write_atomic, package_version
 from .window_data import DATA_FILE, DATASET, window_data
 from .window_data import build as build_data_file
 
@@ -403,18 +402,19 @@ class WindowStore(Store):
 
 # ============================================================================================== output
 def _atomic_tar(path: Path, members: list[tuple[Path, str]]) -> int:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
-        for src, arc in members:
-            tar.add(src, arcname=arc)
-    os.replace(tmp, path)
+    """A gzipped tar of ``members`` ((file, name in the archive)) written atomically (``store._write_atomic``);
+    returns its size in bytes."""
+    def write(f):
+        with tarfile.open(fileobj=f, mode="w:gz", compresslevel=6) as tar:
+            for src, arc in members:
+                tar.add(src, arcname=arc)
+
+    _write_atomic(path, write)
     return path.stat().st_size
 
 
 def _write_json(path: Path, obj) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    os.replace(tmp, path)
+    _write_atomic(path, json.dumps(obj, indent=1, default=str))
 
 
 class Window:

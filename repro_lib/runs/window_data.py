@@ -40,6 +40,7 @@ from pathlib import Path
 import torch
 
 from .. import data as data_mod
+from ..store import save_torch_atomic
 
 DATASET = "cifar10-jpeg"
 DATA_FILE = "cifar10-jpeg-window.pt"
@@ -97,9 +98,7 @@ def build(data_root, out, pairs) -> dict:
     }
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, out)
+    save_torch_atomic(out, obj)
     return {"file": str(out), "bytes": out.stat().st_size, "train_rows": len(idx), "train_total": len(y),
             "test_rows": len(y_test), "pairs": obj["pairs"]}
 

@@ -11,7 +11,10 @@ back-matching supplement through ``cfg.optimizer`` / ``cfg.schedule``):
 * evaluation on the full test set (or ``cfg.n_test`` class-balanced test images) with running statistics;
 * the angular tracker (``repro_lib.angular``) records Δθ per epoch (Eq. 11), ‖x‖, η/‖x‖² (Eq. 9) and
   ηN/(‖x‖²B) (Eq. 10) over ``model.scale_invariant_names``;
-* a run whose training loss or weights become NaN/inf is stopped and recorded as ``diverged`` at that epoch;
+* a run whose training loss or weights become NaN/inf is stopped and recorded as ``diverged`` at that epoch; a run
+  that ends *collapsed* -- at chance level, or with weights that stopped turning (:func:`collapse_reason`) -- is
+  recorded as ``diverged`` too, with the reason (the paper leaves diverged runs out of its means, Yun et al.
+  Sec. 5.1); records written before this rule are judged again when read (:func:`judge_collapse`);
 * with a ``Store``: a finished run is returned from the store, an unfinished one resumes from its last
   epoch-boundary checkpoint (model, optimizer, tracker, history; batches are a function of (seed, epoch)),
   written every epoch or at most every ``cfg.checkpoint_every_s`` seconds.
@@ -296,12 +299,62 @@ class CheckpointClock:
         return False
 
 
+#: a run ends *collapsed* at chance level when its last training loss is within ``CHANCE_LOSS_TOL`` of ln C and its
+#: last test accuracy within ``CHANCE_ACC_POINTS`` points of 100/C (C classes) ...
+CHANCE_LOSS_TOL, CHANCE_ACC_POINTS = 0.01, 1.0
+#: ... or when its weights stopped turning: Δθ below ``FROZEN_RAD`` in every epoch of the last ``FROZEN_SHARE`` of
+#: its epochs (at least one epoch)
+FROZEN_RAD, FROZEN_SHARE = 1e-5, 0.1
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def collapse_reason(history: list[dict], num_classes: int) -> str:
+    """Why a run that finished without a non-finite loss still counts as diverged, or "" when it does not.
+
+    Collapsed (the run stopped learning; Yun et al. Sec. 5.1 leave such runs out of a cell's mean): the last
+    training loss within :data:`CHANCE_LOSS_TOL` of ln C *and* the last test accuracy within
+    :data:`CHANCE_ACC_POINTS` points of 100/C; or Δθ (Eq. 11) below :data:`FROZEN_RAD` rad in every epoch of the
+    last :data:`FROZEN_SHARE` of the epochs. A run without history or classes is never judged collapsed."""
+    if not history or not num_classes or num_classes < 2:
+        return ""
+    loss = history[-1].get("train_loss")
+    evals = [h["test_acc"] for h in history if _finite(h.get("test_acc"))]
+    chance_loss, chance_acc = math.log(num_classes), 100.0 / num_classes
+    if (_finite(loss) and evals and abs(loss - chance_loss) <= CHANCE_LOSS_TOL
+            and abs(evals[-1] - chance_acc) <= CHANCE_ACC_POINTS):
+        return (f"collapsed to chance: train loss {loss:.4f} (ln {num_classes} = {chance_loss:.4f}), "
+                f"test accuracy {evals[-1]:.2f} % (chance {chance_acc:g} %)")
+    k = max(1, math.ceil(FROZEN_SHARE * len(history)))
+    tail = [h.get("angular_update") for h in history[-k:]]
+    if all(_finite(a) and a < FROZEN_RAD for a in tail):
+        return f"weights stopped turning: Δθ < {FROZEN_RAD:g} rad in each of the last {k} epochs"
+    return ""
+
+
+def judge_collapse(result: dict, history: list[dict], num_classes: int) -> dict:
+    """``result`` (a run's result dict) as :func:`summarize` would write it today: a ``finished`` run that
+    :func:`collapse_reason` calls collapsed becomes ``diverged`` (NaN final accuracy, ``diverged_epoch`` its last
+    epoch, ``diverged_reason``); anything else is returned unchanged. This is how records written before the rule
+    are re-judged when read (nothing is retrained)."""
+    if result.get("status") != "finished":
+        return result
+    reason = collapse_reason(history, num_classes)
+    if not reason:
+        return result
+    return {**result, "status": "diverged", "diverged_epoch": len(history), "diverged_reason": reason,
+            "test_acc": float("nan"), "test_loss": float("nan")}
+
+
 def summarize(cfg: RunConfig, history: list[dict], status: str, diverged_epoch, data_name: str) -> dict:
     """The result dict of a run (``fit`` and ``batched.fit_many``): final test accuracy (NaN when diverged), last
-    training loss/accuracy, epochs run, training seconds, tuning factor, data name, config and history."""
+    training loss/accuracy, epochs run, training seconds, tuning factor, data name, config and history; a
+    ``finished`` run that ended collapsed is returned as ``diverged`` with its reason (:func:`judge_collapse`)."""
     last = history[-1] if history else {}
     evals = [h for h in history if "test_acc" in h]
-    return {
+    result = {
         "status": status,
         "diverged_epoch": diverged_epoch,
         "test_acc": evals[-1]["test_acc"] if status == "finished" else float("nan"),
@@ -315,6 +368,15 @@ def summarize(cfg: RunConfig, history: list[dict], status: str, diverged_epoch, 
         "config": cfg.to_dict(),
         "history": history,
     }
+    return judge_collapse(result, history, num_classes_of(cfg))
+
+
+def num_classes_of(cfg) -> int:
+    """The number of classes of ``cfg``'s dataset (0 when the dataset is not one ``repro_lib.data`` knows)."""
+    try:
+        return data_mod.dataset_info(cfg.dataset).num_classes
+    except (KeyError, ValueError, AttributeError):
+        return 0
 
 
 def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, progress: bool = True,

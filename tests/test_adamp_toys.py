@@ -248,3 +248,85 @@ def test_imagefolder_batches_start_step_continues_the_stream(tmp_path):
         resumed = T.imagefolder_batches("imagenet", tmp_path, 24, 5, 0, 0, "cpu", num_workers=0, start_step=s)
         for (x, y), (x0, y0) in zip(itertools.islice(resumed, 8 - s), fresh[s:], strict=True):
             assert torch.equal(x, x0) and torch.equal(y, y0)
+
+
+# ----------------------------------------------------------------------------------------------------- Fig. H.1
+def _algorithm_2(loss_fn, w0, lr, iters, betas=(0.9, 0.999), eps=1e-8, delta=0.1, bias_correction=True,
+                 project=True):
+    """Algorithm 2 of the paper written out by hand for a (d,) weight, with the lr decayed linearly as in
+    Appendix B: m, v, p = m/(√v + ε) (bias-corrected as in the authors' code when ``bias_correction``), the Eq. 11
+    test |cos(g, w)| < δ/√d (a 1-row weight: channel- and layer-wise are the same test), q = p − (ŵ·p)ŵ with
+    ŵ = w/(|w| + ε), w ← w − η q. Returns the iterates (iters + 1, d)."""
+    b1, b2 = betas
+    w = torch.tensor(w0, dtype=torch.float64)
+    m, v = torch.zeros_like(w), torch.zeros_like(w)
+    out = [w.clone()]
+    for t in range(1, iters + 1):
+        wg = w.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(loss_fn(wg), wg)
+        eta = lr * (1 - (t - 1) / iters)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        if bias_correction:
+            p, step = m / (v.sqrt() / math.sqrt(1 - b2 ** t) + eps), eta / (1 - b1 ** t)
+        else:
+            p, step = m / (v.sqrt() + eps), eta
+        cos = abs(float(g @ w)) / (max(float(g.norm()), eps) * max(float(w.norm()), eps))
+        if project and cos < delta / math.sqrt(w.numel()):
+            u = w / (w.norm() + eps)
+            p = p - (u @ p) * u
+        w = w - step * p
+        out.append(w.clone())
+    return torch.stack(out).numpy()
+
+
+@pytest.mark.parametrize("method, bias_correction, project", [("adamp", True, True), ("adam", True, False),
+                                                              ("adamp_printed", False, True),
+                                                              ("adam_printed", False, False)])
+def test_the_toy_adam_family_is_algorithm_2_step_by_step(method, bias_correction, project):
+    """Fig. H.1: the library's AdamP (authors' code: bias-corrected) on the 3D Rosenbrock follows a hand-written
+    Algorithm 2 to float64 rounding, as does torch's Adam without the projection; the printed variants
+    (``PrintedAdamP``) are Algorithm 2 without bias correction. No bug in the toy's AdamP path."""
+    iters = 150
+    df = T.rosenbrock3d(method, 0.1, iters)
+    ref = _algorithm_2(T.rosenbrock_loss, T.rosenbrock_w0(), 0.1, iters, bias_correction=bias_correction,
+                       project=project)
+    np.testing.assert_allclose(df[["w0", "w1", "w2"]].to_numpy(), ref, rtol=0, atol=1e-12)
+
+
+def test_adamp_projects_every_step_of_the_rosenbrock_run():
+    """Eq. B.2 depends on the direction of w only: ∇h ⊥ w, so Eq. 11's statistic stays at rounding (≪ δ = 0.1)
+    and AdamP's r only grows by the second-order term (Eq. 12 with q ⊥ w)."""
+    df = T.rosenbrock3d("adamp", 0.1, 100)
+    assert T.rosenbrock_cos_score(df) < 1e-12
+    assert (np.diff(df["r"]) > -1e-12).all()
+
+
+def test_fig_h1_adam_norm_grows_then_comes_back_with_bias_correction_and_stays_without():
+    """What decides Fig. H.1's verdict: with bias correction Adam's r rises early (more than AdamP's) and then
+    falls back (Adam's per-coordinate scaling gives its step a radial part of either sign); as printed (no bias
+    correction) the first steps are ≈ 3× larger and Adam's r jumps to several times 1 and stays there."""
+    adam = T.rosenbrock3d("adam", 0.1, 1000)
+    adamp = T.rosenbrock3d("adamp", 0.1, 1000)
+    assert adam["r"].max() > 1.3 > 1.05 > adamp["r"].max()
+    assert adam["r"].iloc[-1] < 1.0 < adamp["r"].iloc[-1]  # Adam's r ends below AdamP's, which never shrinks
+    printed = T.rosenbrock3d("adam_printed", 0.1, 150)
+    assert printed["r"].max() > 4 and printed["r"].iloc[-1] > 0.9 * printed["r"].max()
+    assert T.rosenbrock3d("adamp_printed", 0.1, 150)["r"].max() < 1.5
+
+
+def test_printed_adamp_has_no_weight_decay_and_budgets_label_their_runs():
+    w = torch.zeros(1, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(ValueError, match="no weight decay"):
+        T.make_optimizer("adamp_printed", [w], 0.1, weight_decay=0.1)
+    s = T.rosenbrock_budgets(["adam", "adamw"], [0.01, 0.1], [5, 10], weight_decays=[0.1, 1.0])
+    assert sorted(s.iters.unique()) == [5, 10] and len(s) == 2 * (2 + 4)
+    best = T.best_runs(s, ("method", "iters"))
+    assert len(best) == 4 and set(best.iters) == {5, 10}
+
+
+def test_rosenbrock_start_gradient_is_far_beyond_the_papers_lr_range():
+    """Why the SGD family is run below the paper's lr range: |∇h̃| ≈ 3·10⁴ at the start, so lr 0.001 moves w by
+    ≈ 30 (the start has r = 1)."""
+    g = T.rosenbrock_start_grad_norm()
+    assert 2e4 < g < 4e4

@@ -49,10 +49,11 @@ def test_no_interior_peak_is_nan_not_an_extrapolation():
 
 def test_findings_verdict_margin_and_spread():
     f = findings.findings(_grid(peak_tf=TF, noise=0.05)).iloc[0]
-    assert f.verdict == "best" and f.margin > 0 and f.decided and f.seeds == 3 and f.cells == 5
+    assert f["rank"] == "best" and f.verdict == "holds" and f.margin > 0 and f.decided and f.seeds == 3 and f.cells == 5
     assert f.yellow_tf == pytest.approx(TF) and f.peak_vs_yellow == pytest.approx(1, abs=0.05)
     off = findings.findings(_grid(peak_tf=2 * TF, noise=0.05)).iloc[0]  # the optimum is one cell to the right
-    assert off.verdict == "second" and off.margin < 0 and off.best_other_tf == pytest.approx(2 * TF)
+    assert off["rank"] == "second" and off.verdict == "holds" and off.margin < 0
+    assert off.best_other_tf == pytest.approx(2 * TF)
     noisy = findings.findings(_grid(peak_tf=TF * 1.05, curvature=-0.05, noise=2.0)).iloc[0]
     assert not noisy.decided  # a margin inside the seed spread does not decide
     text = findings.say_findings(findings.findings(_grid()))
@@ -64,7 +65,7 @@ def test_findings_count_missing_runs():
     g.loc[g.yellow, "status"] = "missing"
     g.loc[g.yellow, "test_acc"] = math.nan
     f = findings.findings(g).iloc[0]
-    assert f.missing == 3 and f.verdict == "n/a"
+    assert f.missing == 3 and f["rank"] == "n/a" and f.verdict == "undecided" and "3 runs missing" in f.reason
 
 
 def test_angular_findings_beside_eq27():
@@ -86,10 +87,10 @@ def test_claim_rows_and_verdict_line():
     g["seconds"] = 60.0
     f = findings.findings(g)
     rows = findings.claim_rows(f, "Yun et al. 2022", "Table 1", "yellow best or second", "CIFAR-10", results=g)
-    assert len(rows) == 1 and rows[0]["item"] == "Table 1 (a), N = 1000"
-    assert rows[0]["verdict"].startswith("best, +") and "> seed sd" in rows[0]["verdict"]
+    assert len(rows) == 1 and rows[0]["item"] == "Table 1 (a), N = 1,000"
+    assert rows[0]["verdict"].startswith("holds: best, +") and "> seed sd" in rows[0]["verdict"]
     assert rows[0]["train_minutes"] == pytest.approx(15.0) and "vs 0.0781" in rows[0]["peak_tf"]
-    assert findings.verdict_line(f).startswith("yellow cell: best 1/1 columns; margin beyond the seed spread in 1/1")
+    assert findings.verdict_line(f).startswith("holds 1/1 columns (yellow cell best 1)")
 
 
 def test_claim_rows_carry_ours_and_the_papers_column():
@@ -108,3 +109,63 @@ def test_claim_rows_carry_ours_and_the_papers_column():
     (row,) = findings.claim_rows(findings.findings(g), "Y", "T", "c", "d", results=g)
     assert row["paper_value"] == "yellow 95.00 (best)"
     assert findings.claim_rows(f, "Y", "T", "c", "d")[0]["paper_value"] == ""  # no sweep: no paper column
+
+
+def test_the_three_verdict_words():
+    """holds: best or second; no: third or lower by more than the seed spread to the second cell, in a settled
+    regime; undecided otherwise, with the reason; one or two seeds on real images decide nothing."""
+    far = _grid(peak_tf=4 * TF, noise=0.05)  # the optimum two cells right of the yellow one: yellow is 3rd of 5
+    f = findings.findings(far).iloc[0]
+    assert f["rank"] == "no" and f.verdict == "no" and f.reason == "" and f.gap_to_second < -f.spread
+    noisy = findings.findings(_grid(peak_tf=4 * TF, noise=8.0, curvature=-0.3)).iloc[0]
+    if noisy["rank"] == "no":
+        assert noisy.verdict == "undecided" and "within the noise" in noisy.reason
+    one = findings.findings(_grid(seeds=(0,)), real_data=True).iloc[0]
+    assert one.verdict == "undecided" and one.reason == "1 seed on real images, 3 needed"
+    assert findings.findings(_grid(seeds=(0,)), real_data=False).iloc[0].verdict == "holds"
+    assert findings.verdict_text(one).startswith("undecided (1 seed on real images, 3 needed): best, ")
+    assert findings.judge(False, True, settled=False) == ("undecided",
+                                                          "against the claim, before the angular update settled")
+    assert findings.judge(True, False) == ("undecided", "the claimed way, within the noise")
+    assert findings.judge(None, False)[0] == "undecided"
+    with pytest.raises(ValueError, match="verdict"):
+        findings.verdict_words("reversed")
+
+
+def _hist(values, lr_drop_at):
+    return [{"epoch": e + 1, "lr": 1.0 if e + 1 < lr_drop_at else 0.1, "angular_update": v}
+            for e, v in enumerate(values)]
+
+
+def test_regime_settled_before_the_first_decay_or_not():
+    flat = findings.regime([_hist([0.5] * 5 + [0.2] * 35 + [0.02] * 40, lr_drop_at=41)])
+    assert flat["settled"] and flat["drift"] == pytest.approx(0) and flat["window"] == (33, 40)
+    rising = findings.regime([_hist([0.01 * e for e in range(1, 41)] + [0.01] * 40, lr_drop_at=41)])
+    assert rising["settled"] is False and rising["drift"] > 0.1
+    assert findings.regime([[{"epoch": 1, "test_acc": 10.0}]])["settled"] is None  # no Δθ or LR: not measured
+    g = _grid()
+    g["history"] = [_hist([0.2] * 40 + [0.02] * 40, 41)] * len(g)
+    g["seconds"] = 1.0
+    row = findings.findings(g).iloc[0]
+    assert row.settled and "settled (Δθ drift 0 % over epochs 33–40" in findings.regime_text(row)
+    assert findings.claim_rows(findings.findings(g), "p", "Table 1", "c", "d", results=g)[0]["regime"].startswith(
+        "settled")
+
+
+def test_diverged_runs_are_left_out_and_counted():
+    g = _grid(noise=0.05)
+    first = g.index[g.yellow][0]
+    g.loc[first, "status"] = "diverged"
+    g.loc[first, "test_acc"] = math.nan
+    f = findings.findings(g).iloc[0]
+    assert f.diverged == 1 and f.seeds == 2 and f.seeds_max == 3
+    assert "1 diverged run left out" in findings.say_findings(findings.findings(g))
+    assert "1 diverged runs left out" in findings.verdict_line(findings.findings(g))
+
+
+def test_column_label_names_the_papers_column_and_ours():
+    col = pd.DataFrame({"n": [1000] * 2, "batch_size": [128] * 2, "paper_n": [50000] * 2,
+                        "paper_batch_size": [1024] * 2})
+    assert findings.column_label(col, "batch_size") == "paper B = 1,024 (ours: B = 128, N = 1,000)"
+    same = col.assign(paper_n=1000, paper_batch_size=128)
+    assert findings.column_label(same, "n") == "N = 1,000"

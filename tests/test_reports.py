@@ -126,7 +126,7 @@ def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path
     csv = pd.read_csv(reports / "smoke" / "yun2022_table1" / "runs.csv")
     assert (csv.status == "finished").all() and len(csv) == len(before)
     assert publish.notebook_parameters(reports / "smoke" / "yun2022_table1.ipynb")["collect"] is True
-    assert read_verdict(reports / "smoke" / "yun2022_table1.ipynb").startswith("table1: yellow cell:")
+    assert re.match(r"table1: (holds|no|undecided) ", read_verdict(reports / "smoke" / "yun2022_table1.ipynb"))
     # a record trained with another compile flag (not hashed, other rounding) than the plan asks for: stale
     import json
 
@@ -225,3 +225,14 @@ def test_every_notebook_that_records_claims_shows_its_result_under_the_claim():
         if "publish.result_first()" in "".join(cells[1]["source"]):
             shown = "".join(cells[1]["outputs"][0]["data"]["text/markdown"])
             assert shown.startswith("**Result**") and publish.RESULT_PENDING not in shown, executed
+
+
+@pytest.mark.parametrize("claims", sorted(p.relative_to(REPORTS).as_posix() for p in REPORTS.glob("*/*/claims.json")))
+def test_every_published_verdict_is_holds_no_or_undecided(claims):
+    """A published verdict starts with one of the three words (``findings.VERDICTS``); an undecided one says why."""
+    rows = json.loads((REPORTS / claims).read_text())
+    for r in rows:
+        word = publish.verdict_word(r["verdict"])
+        assert word, f"{claims}: {r['item']}: {r['verdict']!r}"
+        if word == "undecided":
+            assert r["verdict"].startswith("undecided ("), f"{claims}: {r['item']}: no reason: {r['verdict']!r}"

@@ -1,5 +1,7 @@
 """Figures from run histories, the way the papers draw them. No training here.
 
+* ``theme``: seaborn's theme for every figure of the package (each notebook calls it once, in its imports cell).
+* ``legend_outside``: an axes' legend beside it, never over the curves.
 * ``plot_angular``: Δθ per epoch curves with the predicted level arccos(1 − tuning factor) (Yun et al. Eq. 27),
   and the same axes for the effective learning rates and the weight norm; the legend beside the axes, never over
   the curves.
@@ -9,6 +11,25 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+
+
+def theme() -> None:
+    """Seaborn's theme for every figure of the package: white grid, the tab10 palette, the notebook context with
+    slightly smaller fonts, so that a notebook's figures look alike and read like the papers' line plots."""
+    import seaborn as sns
+
+    sns.set_theme(context="notebook", style="whitegrid", palette="tab10", font_scale=0.85)
+
+
+def legend_outside(ax, title: str | None = None) -> None:
+    """Move ``ax``'s legend beside the axes (upper left, just right of them), so no curve is hidden; no legend:
+    nothing to do. ``title`` replaces the legend's title (a column name is rarely what a reader should see)."""
+    import seaborn as sns
+
+    if ax.get_legend() is None:
+        return
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), fontsize=7, title_fontsize=8, frameon=False,
+                    **({"title": title} if title is not None else {}))
 
 
 def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None = None,
@@ -47,8 +68,7 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
     ax.set_ylabel({"angular_update": "Δθ per epoch (rad)", "effective_lr": "η_eff = η/‖x‖² (per step)",
                    "effective_lr_epoch": "η_epoch = ηN/(B‖x‖²) (per epoch)",
                    "weight_norm": "‖x‖"}.get(y, y) + cut)
-    if ax.get_legend() is not None:  # beside the axes, not over the curves
-        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), fontsize=7, title_fontsize=8, frameon=False)
+    legend_outside(ax)
     ax.set_xlabel("epoch")
     ax.set_title(title)
     return ax

@@ -133,6 +133,46 @@ def method_verdict(f: pd.DataFrame, by=("paper_dataset", "model"), names: Mappin
     return "; ".join(parts) if parts else "n/a (no finished runs)"
 
 
+# ------------------------------------------------------------------------------------------- the verdict words
+#: the three words every published verdict starts with: the claim *holds*, does *not* (the opposite, beyond the
+#: noise, in a settled regime), or the runs cannot decide (*undecided*, with the reason)
+VERDICTS = ("holds", "no", "undecided")
+#: seeds a claim measured on real images needs before it can be decided either way
+MIN_SEEDS = 3
+
+
+def judge(holds: bool | None, beyond_noise: bool, seeds: int = MIN_SEEDS, real_data: bool = False,
+          settled: bool | None = True, tolerant: bool = False) -> tuple[str, str]:
+    """The verdict word of :data:`VERDICTS` and its reason ("" for a plain *holds* / *no*), from what was measured.
+
+    ``holds``: whether the measurement points the way the claim says (None: nothing finished, *undecided*);
+    ``beyond_noise``: whether it does so by more than its noise (the seed spread, or the binomial noise of one
+    evaluation); ``seeds``: the finished seeds it rests on; ``real_data``: measured on real images, where fewer than
+    :data:`MIN_SEEDS` seeds leave it *undecided* either way (a deterministic identity or toy passes False);
+    ``settled``: whether the regime the claim speaks of was reached (False: a contrary result is *undecided*; None:
+    not measured); ``tolerant``: the claim already allows for a near miss ("best or second"), so pointing the
+    claimed way is enough to hold, within the noise or not."""
+    if holds is None:
+        return "undecided", "no finished run"
+    if real_data and seeds < MIN_SEEDS:
+        return "undecided", f"{seeds} seed{'s' if seeds != 1 else ''} on real images, {MIN_SEEDS} needed"
+    if holds:
+        return ("holds", "") if beyond_noise or tolerant else ("undecided", "the claimed way, within the noise")
+    if not beyond_noise:
+        return "undecided", "against the claim, within the noise"
+    if settled is False:
+        return "undecided", "against the claim, before the angular update settled"
+    return "no", ""
+
+
+def verdict_words(word: str, reason: str = "", detail: str = "") -> str:
+    """A verdict as published: "holds: +1.20 (noise 0.90)", "undecided (1 seed on real images, 3 needed): …"."""
+    if word not in VERDICTS:
+        raise ValueError(f"verdict: {word!r} is not one of {VERDICTS}")
+    head = word + (f" ({reason})" if reason else "")
+    return head + (f": {detail}" if detail else "")
+
+
 # ------------------------------------------------------------------------------------------- paired runs
 def paired_gaps(hist: pd.DataFrame, pairs: Mapping[str, str], label: str = "label", seed: str = "seed",
                 track: str = "train_acc", final: str = "test_acc") -> pd.DataFrame:
@@ -354,20 +394,91 @@ def peak_tuning_factor(tf, acc, seeds=None, n_boot: int = 2000, level: float = 0
     return out
 
 
+#: the regime check: the yellow cells' Δθ counts as *settled* before the first LR decay when, over the last
+#: ``REGIME_SHARE`` of the epochs before it, the mean of the window's second half differs from its first half's by
+#: at most ``REGIME_DRIFT`` (relative)
+REGIME_SHARE, REGIME_DRIFT = 0.2, 0.10
+
+
+def regime(histories: Iterable[list[dict]]) -> dict:
+    """Whether the angular update had settled before the first LR decay, from the per-epoch histories of some runs
+    (the yellow cells of a column; Δθ averaged over them per epoch).
+
+    The first phase is the epochs from the largest LR up to the last epoch whose LR is at least half of it (a ÷10
+    step decay ends it exactly; a cosine schedule at its midpoint). Its last :data:`REGIME_SHARE` (at least 4
+    epochs) is split in two halves; ``drift`` = |mean(second half) / mean(first half) − 1|, ``settled`` = drift ≤
+    :data:`REGIME_DRIFT`, ``window`` = (first, last epoch). Without Δθ or LR in the histories, or with a first phase
+    under 4 epochs: ``settled`` None (not measured) and ``drift`` NaN."""
+    per_epoch: dict[int, list[float]] = {}
+    lrs: dict[int, float] = {}
+    for hist in histories:
+        for h in hist or []:
+            a, lr = h.get("angular_update"), h.get("lr")
+            if a is None or lr is None or not (math.isfinite(a) and math.isfinite(lr)):
+                continue
+            per_epoch.setdefault(int(h["epoch"]), []).append(float(a))
+            lrs[int(h["epoch"])] = max(lrs.get(int(h["epoch"]), 0.0), float(lr))
+    out = {"settled": None, "drift": math.nan, "window": None}
+    if not per_epoch:
+        return out
+    epochs = sorted(per_epoch)
+    peak = max(lrs[e] for e in epochs)
+    start = next(e for e in epochs if lrs[e] >= peak * (1 - 1e-9))
+    phase = [e for e in epochs if e >= start]
+    stop = next((i for i, e in enumerate(phase) if lrs[e] < 0.5 * peak), len(phase))
+    phase = phase[:stop]
+    k = max(4, math.ceil(REGIME_SHARE * len(phase)))
+    if len(phase) < 4:
+        return out
+    window = phase[-k:]
+    mean = [float(np.mean(per_epoch[e])) for e in window]
+    a, b = np.mean(mean[: len(mean) // 2]), np.mean(mean[len(mean) // 2:])
+    drift = float(abs(b / a - 1)) if a > 0 else math.nan
+    return {"settled": bool(math.isfinite(drift) and drift <= REGIME_DRIFT), "drift": drift,
+            "window": (window[0], window[-1])}
+
+
+def regime_text(r) -> str:
+    """A findings row's regime check in words: "settled (Δθ drift 3 % over epochs 32–40)" / "not settled (…)" /
+    "not measured"."""
+    if r.get("settled") is None or (isinstance(r.get("settled"), float) and math.isnan(r["settled"])):
+        return "not measured"
+    lo, hi = r["regime_window"]
+    return (f"{'settled' if r['settled'] else 'not settled'} (Δθ drift {100 * r['regime_drift']:.0f} % "
+            f"over epochs {lo}–{hi}, before the first LR decay)")
+
+
+def _real_data(results: pd.DataFrame) -> bool:
+    """Whether a sweep trained on real images (its configs are not synthetic); no ``cfg`` column: False."""
+    if "cfg" not in results:
+        return False
+    return any(label_of(c.dataset, bool(getattr(c, "synthetic", False))) != SYNTHETIC for c in results["cfg"])
+
+
 def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yellow_tf: float | None = None,
-             group: str = "subtable") -> pd.DataFrame:
+             group: str = "subtable", real_data: bool | None = None) -> pd.DataFrame:
     """Per column of a swept grid (one row per (``group``, ``col``)), what the paper's claim needs, computed from the
     runs (``sweep.run_sweep`` output with one row per (cell, seed)):
 
-    ``cells``, ``seeds`` (finished runs per cell, least), ``verdict`` (best / second / no: the rank of the yellow
-    cell's mean among the column's means, the paper's reading), ``yellow_mean`` ± ``yellow_sd`` (over seeds),
-    ``best_other`` (the best non-yellow cell's mean) and its ``best_other_tf``, ``margin`` (yellow − best other: > 0
-    means the yellow cell is best), ``runner_up_margin`` (best − second best of the column), ``spread`` (the largest
-    seed sd among the yellow and best-other cells) and ``decided`` (|margin| > spread: the margin exceeds the seed
-    spread), ``peak_tf`` [``peak_lo``, ``peak_hi``] (:func:`peak_tuning_factor`) and ``peak_vs_yellow``
-    (peak / yellow tuning factor), ``missing`` (runs not in the store)."""
+    ``cells``, ``seeds`` (finished runs per cell, least over the cells with any), ``diverged`` (runs of the column
+    left out as diverged, collapsed ones included), ``rank`` (best / second / no: the rank of the yellow cell's
+    mean among the column's means, the paper's reading), ``yellow_mean`` ± ``yellow_sd`` (over seeds),
+    ``best_other`` (the best non-yellow cell's mean) and its ``best_other_tf``, ``margin`` (yellow − best other:
+    > 0 means the yellow cell is best), ``gap_to_second`` (yellow − the column's second-best mean; < 0 when the
+    yellow cell is neither best nor second) against ``spread_to_second`` (the larger seed sd of those two cells),
+    ``runner_up_margin`` (best − second best of the column), ``spread``
+    (the largest seed sd among the yellow and best-other cells) and ``decided`` (|margin| > spread),
+    ``peak_tf`` [``peak_lo``, ``peak_hi``] (:func:`peak_tuning_factor`) and ``peak_vs_yellow`` (peak / yellow
+    tuning factor), ``missing`` (runs not in the store), the regime check of the yellow cells (:func:`regime`:
+    ``settled``, ``regime_drift``, ``regime_window``), and the verdict (:func:`judge`): ``verdict`` *holds* when
+    the yellow cell is best or second, *no* when it is neither by more than the seed spread of it and the
+    column's second cell, in a settled regime, else *undecided*, with ``reason``. ``real_data`` (default: from the
+    configs) makes a yellow cell run with fewer than :data:`MIN_SEEDS` seeds (``yellow_seeds``: finished or
+    diverged, a diverged seed being a result too) *undecided*."""
     from ..runs.sweep import MISSING
 
+    if real_data is None:
+        real_data = _real_data(results)
     rows = []
     keys = [k for k in (group, col) if k in results]
     for key, g in results.groupby(keys, sort=True, dropna=False):
@@ -379,10 +490,14 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
         ytf = (float(yellow_rows.tuning_factor.iloc[0]) if len(yellow_rows)
                else (yellow_tf if yellow_tf is not None else math.nan))
         row = dict(zip(keys, key))
-        row.update(cells=cells.ngroups, seeds=int(stats["count"].fillna(0).min()) if len(stats) else 0,
-                   seeds_max=int(stats["count"].fillna(0).max()) if len(stats) else 0,
+        held = stats["count"].fillna(0)
+        held = held[held > 0]
+        row.update(cells=cells.ngroups, seeds=int(held.min()) if len(held) else 0,
+                   seeds_max=int(held.max()) if len(held) else 0,
+                   diverged=int((g["status"] == "diverged").sum()),
                    missing=int((g["status"] == MISSING).sum()), yellow_tf=ytf)
         means = stats["mean"].dropna()
+        spread2 = math.nan
         if ytf in means.index and len(means) > 1:
             ranks = means.rank(ascending=False, method="min")
             r = ranks[ytf]
@@ -393,14 +508,35 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
             sds = [v for v in (ysd, stats.loc[bo_tf, "std"]) if pd.notna(v)]
             spread = float(max(sds)) if sds else math.nan  # one seed: no spread
             margin = float(means[ytf] - others.max())
-            row.update(verdict="best" if r == 1 else "second" if r == 2 else "no", yellow_mean=float(means[ytf]),
+            second_tf = float(top2.index[1])
+            gap2 = float(means[ytf] - top2.iloc[1])
+            sds2 = [v for v in (ysd, stats.loc[second_tf, "std"]) if pd.notna(v)]
+            spread2 = float(max(sds2)) if sds2 else math.nan
+            row.update(rank="best" if r == 1 else "second" if r == 2 else "no", yellow_mean=float(means[ytf]),
                        yellow_sd=float(ysd), best_other=float(others.max()), best_other_tf=bo_tf, margin=margin,
-                       runner_up_margin=float(top2.iloc[0] - top2.iloc[1]), spread=spread,
-                       decided=bool(math.isfinite(spread) and abs(margin) > spread))
+                       gap_to_second=gap2, spread_to_second=spread2, runner_up_margin=float(top2.iloc[0] - top2.iloc[1]), spread=spread,
+                       decided=bool(math.isfinite(spread) and abs(margin) > spread),
+                       _beyond=bool(math.isfinite(spread2) and abs(gap2) > spread2))
         else:
-            row.update(verdict="n/a", yellow_mean=math.nan, yellow_sd=math.nan, best_other=math.nan,
-                       best_other_tf=math.nan, margin=math.nan, runner_up_margin=math.nan, spread=math.nan,
-                       decided=False)
+            row.update(rank="n/a", yellow_mean=math.nan, yellow_sd=math.nan, best_other=math.nan,
+                       best_other_tf=math.nan, margin=math.nan, gap_to_second=math.nan, spread_to_second=math.nan,
+                       runner_up_margin=math.nan,
+                       spread=math.nan, decided=False, _beyond=False)
+        reg = regime(yellow_rows["history"]) if "history" in yellow_rows else regime([])
+        row.update(settled=reg["settled"], regime_drift=reg["drift"], regime_window=reg["window"])
+        holds = None if row["rank"] == "n/a" else row["rank"] in ("best", "second")
+        run = yellow_rows["status"].isin(["finished", "diverged"]) if "status" in yellow_rows else yellow_rows.index
+        row["yellow_seeds"] = int(run.sum()) if hasattr(run, "sum") else len(yellow_rows)
+        word, reason = judge(holds, row.pop("_beyond"), seeds=row["yellow_seeds"], real_data=real_data,
+                             settled=reg["settled"], tolerant=True)
+        if holds is None and row["missing"]:
+            reason = f"{row['missing']} runs missing"
+        elif holds is None and row["diverged"]:
+            reason = "the yellow cell's runs all diverged"
+        elif word == "undecided" and not reason.startswith(("1 seed", "2 seeds", "0 seeds")) and not math.isfinite(
+                spread2 if holds is not None else math.nan) and not holds:
+            reason = "one seed: no spread to judge the gap against"
+        row.update(verdict=word, reason=reason)
         pk = peak_tuning_factor(ok.tuning_factor, ok[value], ok.seed if "seed" in ok else None)
         row.update(peak_tf=pk["peak"], peak_lo=pk["lo"], peak_hi=pk["hi"],
                    peak_vs_yellow=pk["peak"] / ytf if ytf and math.isfinite(ytf) else math.nan)
@@ -432,19 +568,24 @@ def angular_findings(results: pd.DataFrame, epoch: int, keys=("subtable", "n", "
     return out
 
 
+RANK_WORDS = {"best": "is the best cell", "second": "is second", "no": "is neither best nor second"}
+
+
 def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str:
-    """The findings table in words (Markdown), one line per column: the numbers come from ``findings``."""
+    """The findings table in words (Markdown), one line per column: the verdict and its reason, then the numbers
+    behind it (from :func:`findings`), the regime check and the fitted peak."""
     lines = []
     for _, r in f.iterrows():
-        where = f"{col} = {r[col]:g}" if col in r else ""
+        where = f"{ {'n': 'N', 'batch_size': 'B'}.get(col, col)} = {r[col]:,g}" if col in r else ""
         if "subtable" in r and isinstance(r["subtable"], str) and r["subtable"]:
             where = f"({r['subtable']}) {where}"
-        if r["verdict"] == "n/a":
-            lines.append(f"- **{where}**: no verdict yet ({int(r['missing'])} runs missing).")
+        left_out = int(r.get("diverged", 0) or 0)
+        dropped = f"; {left_out} diverged run{'s' if left_out != 1 else ''} left out" if left_out else ""
+        if r["rank"] == "n/a":
+            lines.append(f"- **{where}**: *{r['verdict']}* ({r['reason']}){dropped}.")
             continue
         if r["missing"]:
             where += f" — provisional, {int(r['missing'])} runs missing"
-        rank = {"best": "is the best cell", "second": "is second", "no": "is neither best nor second"}[r["verdict"]]
         margin = (f"ahead of the best other cell by {r['margin']:.2f} points" if r["margin"] > 0
                   else f"tied with the cell at tuning factor {r['best_other_tf']:.4g}" if r["margin"] == 0
                   else f"{-r['margin']:.2f} points behind the best cell (tuning factor {r['best_other_tf']:.4g})")
@@ -455,9 +596,10 @@ def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str
         peak = (f"the quadratic fit peaks at tuning factor {r['peak_tf']:.3g}{interval} beside the yellow "
                 f"{r['yellow_tf']:.3g}" if math.isfinite(r["peak_tf"]) else "the quadratic fit has no interior peak")
         lo, hi = int(r["seeds"]), int(r.get("seeds_max", r["seeds"]))
-        seeds = f"{seed_range(lo, hi)} seed{'' if (lo, hi) == (1, 1) else 's'} per cell"
-        lines.append(f"- **{where}** ({seeds}): the yellow cell ({yellow_text(r)} % {what}) {rank}, "
-                     f"{margin}, {spread}; {peak}.")
+        seeds = f"{seed_range(lo, hi)} seed{'' if (lo, hi) == (1, 1) else 's'} per cell{dropped}"
+        why = f" ({r['reason']})" if r["reason"] else ""
+        lines.append(f"- **{where}** ({seeds}): *{r['verdict']}*{why}. The yellow cell ({yellow_text(r)} % "
+                     f"{what}) {RANK_WORDS[r['rank']]}, {margin}, {spread}; Δθ {regime_text(r)}; {peak}.")
     return "\n".join(lines)
 
 
@@ -466,14 +608,23 @@ def _fmt_tf(v: float) -> str:
 
 
 def verdict_text(r) -> str:
-    """One findings row as a short verdict: "best, +1.20 (> seed sd 0.80)" / "no, −2.1 (within seed sd 2.5)"."""
-    if r["verdict"] == "n/a":
-        return f"n/a ({int(r['missing'])} runs missing)" if r["missing"] else "n/a"
+    """One findings row as a published verdict (:func:`verdict_words`): "holds: best, +1.20 (> seed sd 0.80)",
+    "undecided (1 seed on real images, 3 needed): second, −0.65 (one seed: no spread)", "no: third or lower,
+    −1.20 to the second cell (> seed sd 0.71), −6.80 to the best"."""
+    if r["rank"] == "n/a":
+        return verdict_words(r["verdict"], r["reason"])
     missing = f"; provisional, {int(r['missing'])} runs missing" if r["missing"] else ""
-    if not math.isfinite(r["spread"]):
-        return f"{r['verdict']}, {r['margin']:+.2f} (one seed: no spread{missing})"
-    rel = ">" if r["decided"] else "within"
-    return f"{r['verdict']}, {r['margin']:+.2f} ({rel} seed sd {r['spread']:.2f}{missing})"
+    if r["rank"] == "no":  # what decides "no": the gap to the column's second cell
+        gap, sd = r.get("gap_to_second", math.nan), r.get("spread_to_second", math.nan)
+        detail = (f"third or lower, {gap:+.2f} to the second cell"
+                  + (f" ({'>' if abs(gap) > sd else 'within'} seed sd {sd:.2f})" if math.isfinite(sd) else
+                     " (one seed: no spread)") + f", {r['margin']:+.2f} to the best{missing}")
+    elif not math.isfinite(r["spread"]):
+        detail = f"{r['rank']}, {r['margin']:+.2f} (one seed: no spread{missing})"
+    else:
+        detail = (f"{r['rank']}, {r['margin']:+.2f} ({'>' if r['decided'] else 'within'} seed sd "
+                  f"{r['spread']:.2f}{missing})")
+    return verdict_words(r["verdict"], r["reason"], detail)
 
 
 def peak_text(r) -> str:
@@ -493,20 +644,40 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
     for _, r in found.iterrows():
         sub = f" ({r['subtable']})" if "subtable" in r and isinstance(r["subtable"], str) and r["subtable"] else ""
         label = {"n": "N", "batch_size": "B"}.get(col, col)
-        minutes, paper_value = None, ""
+        minutes, paper_value, where = None, "", f"{label} = {r[col]:,g}"
         if results is not None:
             sel = results[col] == r[col]
             if "subtable" in r and "subtable" in results:
                 sel &= results["subtable"].astype(str) == str(r["subtable"])
             minutes = float(pd.to_numeric(results.loc[sel, "seconds"], errors="coerce").sum()) / 60
             paper_value = _paper_column(results[sel])
+            where = column_label(results[sel], col)
         ours = yellow_text(r)
-        rows.append({"paper": paper, "item": f"{item}{sub}, {label} = {r[col]:g}", "claim": claim, "data": data,
+        rows.append({"paper": paper, "item": f"{item}{sub}, {where}", "claim": claim, "data": data,
                      "seeds": int(r["seeds"]), "seeds_max": int(r.get("seeds_max", r["seeds"])),
-                     "verdict": verdict_text(r), "peak_tf": peak_text(r),
+                     "verdict": verdict_text(r), "regime": regime_text(r), "peak_tf": peak_text(r),
                      "train_minutes": minutes, "ours": f"yellow {ours}" if ours else "",
                      "paper_value": paper_value})
     return rows
+
+
+def column_label(column: pd.DataFrame, col: str = "n") -> str:
+    """Which column of the paper's table the runs ``column`` (one column of a swept grid) stand for, so a reader
+    finds it in the paper: "N = 3,125" when ours is the paper's own, else "paper B = 1,024 (ours: B = 128,
+    N = 1,000)", naming every size (N, B) where ours differs from the paper's."""
+    names = {"n": "N", "batch_size": "B"}
+    ours = {k: sorted(column[k].dropna().unique()) for k in ("n", "batch_size") if k in column}
+    paper = {k: sorted(column[f"paper_{k}"].dropna().unique()) for k in ("n", "batch_size") if f"paper_{k}" in column}
+    text = lambda vals: "/".join(f"{v:,g}" for v in vals)  # noqa: E731
+    if col not in ours:
+        return f"{col} {text(sorted(column[col].dropna().unique()))}" if col in column else col
+    if f"{col}" not in paper or not paper[col]:
+        return f"{names.get(col, col)} = {text(ours[col])}"
+    if all(ours.get(k) == paper.get(k) for k in paper):
+        return f"{names.get(col, col)} = {text(ours[col])}"
+    shrunk = ", ".join(f"{names[k]} = {text(ours[k])}" for k in ("batch_size", "n")
+                       if k in ours and ours[k] != paper.get(k))
+    return f"paper {names.get(col, col)} = {text(paper[col])} (ours: {shrunk})"
 
 
 def _paper_column(column: pd.DataFrame) -> str:
@@ -527,10 +698,13 @@ def _paper_column(column: pd.DataFrame) -> str:
 def verdict_line(found: pd.DataFrame) -> str:
     """The notebook's one-line verdict (the ``verdict`` cell read by ``python -m repro_lib run``'s end table)."""
     v = found["verdict"].value_counts().to_dict()
-    parts = [f"{k} {v[k]}/{len(found)}" for k in ("best", "second", "no", "n/a") if k in v]
-    decided = int(found["decided"].sum())
+    parts = [f"{k} {v[k]}/{len(found)}" for k in VERDICTS if k in v]
+    ranks = found["rank"].value_counts().to_dict()
+    rank = ", ".join(f"{k} {ranks[k]}" for k in ("best", "second", "no") if k in ranks)
     missing = int(found["missing"].sum())
+    left_out = int(found.get("diverged", pd.Series(dtype=int)).sum())
     peaks = [peak_text(r) for _, r in found.iterrows() if math.isfinite(r["peak_tf"])]
-    return (f"yellow cell: {', '.join(parts)} columns; margin beyond the seed spread in {decided}/{len(found)}"
+    return (f"{', '.join(parts)} columns (yellow cell {rank})"
             + (f"; peak TF {peaks[0]}" if len(peaks) == 1 else f"; {len(peaks)} fitted peaks" if peaks else "")
+            + (f"; {left_out} diverged runs left out" if left_out else "")
             + (f"; provisional: {missing} runs missing" if missing else ""))

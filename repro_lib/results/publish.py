@@ -25,7 +25,7 @@ import os
 import re
 from pathlib import Path
 
-from .findings import seed_range
+from .findings import VERDICTS, seed_range
 
 #: the display id of the result shown under a notebook's claim (:func:`result_first`, filled by :func:`record_claims`)
 RESULT_ID = "repro-lib-result"
@@ -87,11 +87,21 @@ def result_markdown(rows: list[dict]) -> str:
         cells = [f"{r['item']}: {r['claim']}", *(r.get(k, "") for k in has), r["verdict"]]
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     data = sorted({r["data"] for r in rows if r.get("data")})
-    out = [f"**Result** ({'; '.join(data) or 'see below'}; computed from this notebook's runs):", ""]
+    words = [verdict_word(r["verdict"]) for r in ran]
+    counted = ", ".join(f"*{w}* {words.count(w)}" for w in VERDICTS if w in words)
+    said = (f" Of {len(ran)} claim{'s' if len(ran) != 1 else ''} checked: {counted}." if counted else "")
+    out = [f"**Result** ({'; '.join(data) or 'see below'}; computed from this notebook's runs).{said}", ""]
     out += lines if ran else ["No claim has a run behind it yet."]
     if len(ran) < len(rows):
         out += ["", f"{len(rows) - len(ran)} more claim(s) without any run yet (see the tables below)."]
     return "\n".join(out)
+
+
+def verdict_word(verdict: str) -> str:
+    """The first word of a published verdict ("holds", "no", "undecided"; ``results.findings.VERDICTS``), or ""
+    for a verdict written before the three words (e.g. "n/a")."""
+    word = re.split(r"[\s:(,]", str(verdict).strip(), maxsplit=1)[0]
+    return word if word in VERDICTS else ""
 
 
 def _md_cell(value) -> str:
@@ -153,8 +163,12 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
 
 
 def _not_run(claim: dict) -> bool:
-    """A claim whose verdict has no run behind it yet (every run of its column missing)."""
-    return str(claim.get("verdict", "")).startswith("n/a") and not claim.get("train_minutes")
+    """A claim whose verdict has no run behind it yet (every run of its column missing, or none planned in the
+    profile)."""
+    v = str(claim.get("verdict", ""))
+    no_run = v.startswith("n/a") or re.fullmatch(r"undecided \((\d+ runs? missing|not run in this profile)\)",
+                                                  v) is not None
+    return no_run and not claim.get("train_minutes")
 
 
 def _not_run_row(claims: list[dict], profile: str, link: str) -> dict:

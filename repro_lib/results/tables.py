@@ -6,13 +6,16 @@
 * ``side_by_side``: our grid next to the paper's, as one HTML block;
 * ``verdict``: per column, is the best or second-best accuracy in a yellow cell (the paper's claim, Sec. 5.1);
 * ``best_styler``: any table of scores with the best of each column bold and marked;
+* ``readable``: any table of measurements with integers as integers and floats to a few significant digits;
 * ``export``: HTML and LaTeX files;
 * ``table_report``: all of it for every sub-table of a swept paper table.
 
 Missing runs (``sweep.run_sweep(collect=True)`` on a store a cluster sweep has not finished yet) are never
 dropped silently: ``pivot_cells`` records how many runs each cell lacks (``grid.attrs["missing"]``), ``style_grid``
-writes "missing" in a cell without any result (a blank cell stays what the paper means by it: every seed
-diverged) and "(k missing)" after a partial mean, and ``verdict`` says how many cells of a column are incomplete.
+writes "missing" in a cell without any result and "(k missing)" after a partial mean, and ``verdict`` says how
+many cells of a column are incomplete. Diverged runs (a non-finite loss, or a run that ended collapsed at chance,
+``train.collapse_reason``) are left out of a cell's mean as the paper does (Yun et al. Sec. 5.1), and said:
+"(k diverged)" after the mean of the others, "diverged" where every seed did (the paper leaves that cell blank).
 Figures: ``repro_lib.results.figures``; verdicts in words: ``repro_lib.results.findings``.
 """
 from __future__ import annotations
@@ -46,8 +49,9 @@ def pivot_cells(cells: pd.DataFrame, value: str, col: str = "n", row_keys=("lr",
     """(grid of ``value``, grid of the ``yellow`` flag) with rows ``row_keys`` in ``order`` and columns ``col``.
 
     Cells lacking runs (a ``missing`` count column, or ``status == "missing"``) are listed in
-    ``grid.attrs["missing"]`` as ``{(row key, column): number of missing runs}``; not for the paper's own values
-    (a ``value`` named ``paper_*``), which are never missing."""
+    ``grid.attrs["missing"]`` as ``{(row key, column): number of missing runs}``, and cells with diverged runs
+    (a ``diverged`` count column, or ``status == "diverged"``) in ``grid.attrs["diverged"]`` likewise; not for the
+    paper's own values (a ``value`` named ``paper_*``), which are never missing."""
     cells = cells.sort_values([order, col]) if order in cells else cells
     idx = list(dict.fromkeys(tuple(r) for r in cells[list(row_keys)].itertuples(index=False)))
     cols = sorted(cells[col].unique())
@@ -55,16 +59,31 @@ def pivot_cells(cells: pd.DataFrame, value: str, col: str = "n", row_keys=("lr",
     grid.columns.name = col
     yellow = pd.DataFrame(False, index=grid.index, columns=cols)
     missing: dict[tuple, int] = {}
+    diverged: dict[tuple, int] = {}
     for _, r in cells.iterrows():
         key = tuple(r[k] for k in row_keys)
         grid.loc[key, r[col]] = r[value]
         yellow.loc[key, r[col]] = bool(r.get("yellow", False))
-        k = 0 if value.startswith("paper_") else _missing_runs(r)
+        ours = not value.startswith("paper_")
+        k = _missing_runs(r) if ours else 0
         if k:
             missing[(key, r[col])] = missing.get((key, r[col]), 0) + k
+        d = _diverged_runs(r) if ours else 0
+        if d:
+            diverged[(key, r[col])] = diverged.get((key, r[col]), 0) + d
     if missing:
         grid.attrs["missing"] = missing
+    if diverged:
+        grid.attrs["diverged"] = diverged
     return grid, yellow
+
+
+def _diverged_runs(r: pd.Series) -> int:
+    """How many runs a row of cells left out as diverged: its ``diverged`` count (``sweep.aggregate``) or 1 for a
+    raw sweep row whose status is ``"diverged"``."""
+    if "diverged" in r and pd.notna(r["diverged"]):
+        return int(r["diverged"])
+    return int(r.get("status") == "diverged")
 
 
 def _missing_of(grid: pd.DataFrame, missing: dict | None) -> dict:
@@ -78,7 +97,8 @@ def _rank_in_column(col: pd.Series) -> pd.Series:
 
 def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", precision: int = 2,
                missing: dict | None = None, sd: pd.DataFrame | None = None):
-    """Paper-style Styler: yellow cells, bold best per column, blanks for empty cells (every seed diverged). The
+    """Paper-style Styler: yellow cells, bold best per column, "diverged" where every seed diverged (blank in the
+    paper's own grid) and "(k diverged)" after a mean that leaves some out (``grid.attrs["diverged"]``). The
     same two facts are also written into the cell text (:data:`YELLOW_MARK` after a yellow cell's value,
     :data:`BEST_MARK` after the column's best), since the CSS is dropped where the notebook is shown without it.
 
@@ -107,6 +127,9 @@ def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", prec
                 v, e = grid.loc[key, c], sd.loc[key, c]
                 if pd.notna(v) and pd.notna(e):
                     texts[(key, c)] = f"{v:.{precision}f} ± {e:.{precision}f}"
+    for (key, c), k in grid.attrs.get("diverged", {}).items():  # left out of the mean, as the paper does
+        v = grid.loc[key, c]
+        texts[(key, c)] = "diverged" if pd.isna(v) else f"{texts.get((key, c), f'{v:.{precision}f}')} ({k} diverged)"
     for (key, c), k in missing.items():
         v = grid.loc[key, c]
         texts[(key, c)] = "missing" if pd.isna(v) else f"{texts.get((key, c), f'{v:.{precision}f}')} ({k} missing)"
@@ -137,6 +160,24 @@ def best_styler(frame: pd.DataFrame, precision: int = 2, caption: str = ""):
             if best.loc[key, c]:
                 text = f"{frame.loc[key, c]:.{precision}f} {BEST_MARK}"
                 sty = sty.format(lambda _, t=text: t, subset=pd.IndexSlice[[key], [c]])
+    return sty.set_caption(caption) if caption else sty
+
+
+def readable(frame: pd.DataFrame, caption: str = "", digits: int = 4):
+    """A table of measurements as a person reads it: float columns holding whole numbers (counts, epochs, N) as
+    integers, other floats to ``digits`` significant digits (``1.5e-07`` and ``0.2938`` alike, never six fixed
+    decimals), NaN blank. Returns a Styler (``caption`` above it)."""
+    out = frame.copy()
+    fmt = {}
+    for c in out.columns:
+        col = out[c]
+        if pd.api.types.is_float_dtype(col):
+            whole = col.dropna()
+            if len(whole) and (whole == whole.round()).all() and whole.abs().max() < 2 ** 53:
+                out[c] = col.astype("Int64")
+            else:
+                fmt[c] = lambda v, d=digits: "" if pd.isna(v) else f"{v:.{d}g}"
+    sty = out.style.format(fmt, na_rep="")
     return sty.set_caption(caption) if caption else sty
 
 

@@ -17,7 +17,7 @@ import math
 
 import pandas as pd
 
-from ..train import fit, progress_lines
+from ..train import fit, judge_collapse, num_classes_of, progress_lines
 
 
 MISSING = "missing"  # status of a run the store does not hold (collect mode)
@@ -27,15 +27,16 @@ HISTORY_COLUMNS = ["epoch", "lr", "train_loss", "train_acc", "test_loss", "test_
 
 
 def _missing_result() -> dict:
-    return {"status": MISSING, "diverged_epoch": None, "test_acc": math.nan, "train_loss": math.nan,
-            "train_seconds": math.nan, "data": None, "history": []}
+    return {"status": MISSING, "diverged_epoch": None, "diverged_reason": "", "test_acc": math.nan,
+            "train_loss": math.nan, "train_seconds": math.nan, "data": None, "history": []}
 
 
 def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = False,
               progress: bool = True, max_members: int | None = None, collect: bool = False) -> pd.DataFrame:
     """Train every ``plan.cfg`` (skipping finished runs in ``store``) and return plan + result columns
-    ``hash`` (the run's store key), ``status, diverged_epoch, test_acc, train_loss, angular_update_last, seconds, data,
-    history``.
+    ``hash`` (the run's store key), ``status, diverged_epoch, diverged_reason, test_acc, train_loss,
+    angular_update_last, seconds, data, history``. A stored run that ended collapsed (``train.collapse_reason``) is
+    read as ``diverged`` with its reason, whenever it was recorded.
 
     ``store``: a ``store.Store``, a results directory (opened as one) or None (nothing stored).
     ``max_members`` (default: ``plan.attrs["max_members"]``, which ``Experiment.plan`` sets from the profile --
@@ -95,8 +96,10 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
     rows = []
     for cfg, res in zip(cfgs, results):
         hist = res.get("history", [])
+        res = judge_collapse(res, hist, num_classes_of(cfg))  # a record from before the collapse rule, judged again
         ang = [h["angular_update"] for h in hist if "angular_update" in h]
         rows.append({"hash": cfg.hash, "status": res["status"], "diverged_epoch": res["diverged_epoch"],
+                     "diverged_reason": res.get("diverged_reason", ""),
                      "test_acc": _num(res["test_acc"]), "train_loss": _num(res["train_loss"]),
                      "angular_update_last": ang[-1] if ang else math.nan,
                      "seconds": res.get("train_seconds", math.nan), "data": res.get("data"),

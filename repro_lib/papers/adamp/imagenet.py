@@ -46,12 +46,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...cutmix import CUTMIX_BETA, CUTMIX_PROB
 from ...distributed import REFERENCE_IMAGES_PER_GPU_SECOND, ImageFolderConfig, training_images
-from ...models import timm_imagenet  # noqa: F401  (registers resnet18_imagenet)
+from ...models import timm_imagenet
 from .. import transcribed
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: imported for its effect: importing ``models.timm_imagenet`` registers ``resnet18_imagenet``
+MODEL_MODULES = (timm_imagenet,)
 
 SGD_FAMILY = ("sgd", "sgdp")
 ADAM_FAMILY = ("adam", "adamw", "adamp")

@@ -2,14 +2,19 @@
 Optimizers on Scale-invariant Weights* (ICLR 2021), and the |cos(grad, w)| statistics of Appendix C.
 
 * ``toy2d`` — Fig. 1 / Appendix B, Eq. B.1: maximise cos(w, w*) with w* = (0, −1) from w0 = (0.001, 1).
-* ``rosenbrock3d`` — Fig. 3 / Fig. H.1 / Appendix B, Eq. B.2: the scale-invariant 3D Rosenbrock.
+* ``rosenbrock3d`` — Fig. 3 / Fig. H.1 / Appendix B, Eq. B.2: the scale-invariant 3D Rosenbrock;
+  ``rosenbrock_search`` / ``rosenbrock_budgets`` (the paper's learning-rate search, at one or several iteration
+  budgets), ``rosenbrock_cos_score`` (is AdamP's projection on along a run), ``PrintedAdamP`` (Algorithm 2 exactly
+  as printed: no bias correction).
 * ``lemma_check`` / ``norm_growth_ratio`` — Lemma 2.1 (Eq. 6), Lemma 2.2 (Eq. 8), Corollary 2.3 (Eq. 9).
 * ``geodesic_residual`` — Proposition 3.1.
 * ``cos_statistics`` / ``detection_table`` — Appendix C and Table B.1 (δ sensitivity) on a real network.
 
 Every optimizer here is the real one (``torch.optim.SGD/Adam/AdamW`` and ``repro_lib.optim``'s SGDP/AdamP) run
-on a (1, d) parameter in float64, so the toys exercise the same code as training. Choices where the paper is
-silent are stated in each docstring.
+on a (1, d) parameter in float64, so the toys exercise the same code as training; the one addition is
+``PrintedAdamP``, Algorithm 2 as the paper prints it, to show what Adam's bias correction changes on the toy.
+Choices where the paper is silent are stated in each docstring. The paper's own numbers for the toys are the
+``PAPER_*`` constants below, each with its place in the paper.
 """
 from __future__ import annotations
 
@@ -24,12 +29,61 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from ...optim.adamp import AdamP, scale_invariance_test
+from ...optim.adamp import AdamP, project_, scale_invariance_test
 from ...optim.sgdp import SGDP
 from ...store import load_torch_checkpoint, save_torch_atomic
 
+# ----------------------------------------------------------------------------------------------------- the paper's
+#: Appendix B (Fig. 1): "maximum norm 2.93 when momentum is 0.9, and 27.87 when momentum is 0.99" (momentum GD, Eq. B.1)
+PAPER_FIG1_MAX_NORM = {0.9: 2.93, 0.99: 27.87}
+#: Sec. 3.2 (Fig. 3): the radius r on the 3D Rosenbrock from r = 1.0: "r = 1.0 → 3.2" (momentum GD), "1.0 → 2.53"
+#: (momentum GD + WD, its initial surge), "1.0 → 1.12" (SGDP)
+PAPER_FIG3_R = {"sgd": 3.2, "sgd_wd": 2.53, "sgdp": 1.12}
+#: Appendix B: "we have exhaustively searched the optimal initial learning rates between 0.001 and 0.1" (Figs 3, H.1)
+PAPER_LR_RANGE = (1e-3, 0.1)
+#: Appendix B: "For all optimizers, we set the momentum to 0.9"
+PAPER_MOMENTUM = 0.9
+#: Appendix C: 99 % intervals of |cos(grad, w)| (Eq. 11) during ImageNet ResNet-18 training with AdamP, for
+#: scale-invariant (True) and scale-variant (False) weights
+PAPER_COS_INTERVALS = {True: (5.5e-10, 4.4e-6), False: (0.0028, 0.5660)}
+
 # ----------------------------------------------------------------------------------------------------- optimizers
-TOY_OPTIMIZERS = ("gd", "sgd", "sgd_wd", "sgdp", "sgdp_inplace", "adam", "adamw", "adamp")
+TOY_OPTIMIZERS = ("gd", "sgd", "sgd_wd", "sgdp", "sgdp_inplace", "adam", "adamw", "adamp", "adam_printed",
+                  "adamp_printed")
+
+
+class PrintedAdamP(torch.optim.Optimizer):
+    """Algorithm 2 of Heo et al. (2021) exactly as printed, for the toys: m_t = β1 m_{t−1} + (1 − β1) g_t,
+    v_t = β2 v_{t−1} + (1 − β2) g_t², p_t = m_t / (√v_t + ε), q_t = Π_w(p_t) (Eq. 10) where Eq. 11 (with |cos|, on
+    the raw gradient, channel-wise then layer-wise, ``optim.adamp.scale_invariance_test``) detects a scale-invariant
+    weight and ``project`` is set, else q_t = p_t; w_{t+1} = w_t − η q_t. No bias correction (the authors' code,
+    ``optim.adamp.AdamP``, and torch's Adam divide m_t by 1 − β1^t and v_t by 1 − β2^t) and no weight decay.
+    ``project=False`` is Adam printed the same way. With bias correction the first steps are ≈ η per coordinate;
+    without it the first is ≈ η·(1 − β1)/√(1 − β2) ≈ 3.2 η."""
+
+    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, delta: float = 0.1,
+                 project: bool = True):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, delta=delta, project=project))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            (b1, b2), eps = group["betas"], group["eps"]
+            for w in group["params"]:
+                if w.grad is None:
+                    continue
+                st = self.state[w]
+                if not st:
+                    st["m"], st["v"] = torch.zeros_like(w), torch.zeros_like(w)
+                g = w.grad
+                st["m"].mul_(b1).add_(g, alpha=1 - b1)
+                st["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                q = st["m"] / (st["v"].sqrt() + eps)
+                if group["project"] and w.ndim > 1:
+                    hit = scale_invariance_test([w], [g], group["delta"], eps)["hits"][0]
+                    if hit:
+                        project_(q, w, hit, eps)
+                w.add_(q, alpha=-group["lr"])
 
 
 def make_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_decay: float = 0.0):
@@ -39,7 +93,8 @@ def make_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_d
     momentum buffer p_t is kept whole; ``project_momentum_buffer=False``); ``sgdp_inplace``: the authors' code
     (the buffer itself is projected; ``project_momentum_buffer=True``) — the two differ here because the toys
     use heavy-ball momentum without Nesterov; ``adam``/``adamw``/``adamp``: β1 = ``momentum``, β2 = 0.999,
-    AdamW/AdamP decoupled decay ×lr. δ = 0.1, wd_ratio = 0.1 as in the paper."""
+    AdamW/AdamP decoupled decay ×lr; ``adam_printed``/``adamp_printed``: :class:`PrintedAdamP` (Algorithm 2 as
+    printed, no bias correction; no weight decay). δ = 0.1, wd_ratio = 0.1 as in the paper."""
     betas = (momentum, 0.999)
     if name == "gd":
         return torch.optim.SGD(params, lr=lr)
@@ -56,6 +111,10 @@ def make_optimizer(name: str, params, lr: float, momentum: float = 0.9, weight_d
         return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
     if name == "adamp":
         return AdamP(params, lr=lr, betas=betas, weight_decay=weight_decay)
+    if name in ("adam_printed", "adamp_printed"):
+        if weight_decay:
+            raise ValueError(f"weight_decay: {name!r} (Algorithm 2 as printed) has no weight decay")
+        return PrintedAdamP(params, lr=lr, betas=betas, project=name == "adamp_printed")
     raise ValueError(f"optimizer: unknown toy optimizer {name!r}; known: {TOY_OPTIMIZERS}")
 
 
@@ -94,7 +153,7 @@ W0_2D = (0.001, 1.0)
 
 def toy2d_loss(w: torch.Tensor) -> torch.Tensor:
     """Eq. B.1 as the text describes it, "maximisation of the cosine similarity between w and w*": the loss is
-    −ŵ·ŵ* (the OCR'd Eq. B.1 reads min ŵ·ŵ*, which w0 = (0.001, 1) would already solve). Scale-invariant."""
+    −ŵ·ŵ* (Eq. B.1 as printed reads min ŵ·ŵ*, which w0 = (0.001, 1) would already solve). Scale-invariant."""
     ws = torch.tensor(W_STAR_2D, dtype=w.dtype)
     return -(w @ ws) / (w.norm() * ws.norm())
 
@@ -127,7 +186,7 @@ ROSENBROCK_OPT = (1.0, 1.0)
 
 def to_angles(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. B.2's spherical transform (ψ, φ) of (x, y, z): φ = asin(y/r) and ψ = atan(x/z) on the hemisphere
-    z > 0 (the OCR'd ``cos⁻¹(x/z)`` cannot be right: x/z is unbounded; atan keeps ψ in (−π/2, π/2) as the text
+    z > 0 (the printed ``cos⁻¹(x/z)`` cannot be right: x/z is unbounded; atan keeps ψ in (−π/2, π/2) as the text
     requires). Both depend only on the direction of w (scale-invariant)."""
     x, y, z = w[..., 0], w[..., 1], w[..., 2]
     r = torch.sqrt(x * x + y * y + z * z)
@@ -182,9 +241,40 @@ def rosenbrock_search(opt_names: Iterable[str], lrs: Iterable[float], iters: int
     return pd.DataFrame(rows)
 
 
-def best_runs(search: pd.DataFrame) -> pd.DataFrame:
-    """The best (lowest final loss) lr / weight decay per method."""
-    return search.loc[search.groupby("method")["final_loss"].idxmin()].reset_index(drop=True)
+def rosenbrock_budgets(opt_names: Iterable[str], lrs: Iterable[float], budgets: Iterable[int],
+                       momentum: float = 0.9, weight_decays: Iterable[float] = (0.0,),
+                       c: float = ROSENBROCK_C) -> pd.DataFrame:
+    """:func:`rosenbrock_search` at each iteration budget of ``budgets`` (the paper does not give its iteration
+    count, and with the lr decayed linearly to 0 over the run the budget changes every step), one row per run with
+    its ``iters``."""
+    lrs, weight_decays = list(lrs), list(weight_decays)
+    return pd.concat([rosenbrock_search(opt_names, lrs, n, momentum, weight_decays, c).assign(iters=n)
+                      for n in budgets], ignore_index=True)
+
+
+def best_runs(search: pd.DataFrame, by=("method",)) -> pd.DataFrame:
+    """The best (lowest final loss) lr / weight decay per method (per ``by``: e.g. ``("method", "iters")`` for
+    :func:`rosenbrock_budgets`)."""
+    return search.loc[search.groupby(list(by))["final_loss"].idxmin()].reset_index(drop=True)
+
+
+def rosenbrock_cos_score(run: pd.DataFrame, c: float = ROSENBROCK_C) -> float:
+    """The largest Eq. 11 statistic |cos(∇h(w_t), w_t)|·√d (d = 3) over the iterates of a :func:`rosenbrock3d` run:
+    below δ (0.1), AdamP's test projects every step. Eq. B.2 depends on the direction of w only, so its gradient
+    is orthogonal to w and the statistic sits at float64 rounding."""
+    w = torch.tensor(run[["w0", "w1", "w2"]].to_numpy(), dtype=torch.float64, requires_grad=True)
+    rosenbrock_loss(w, c).sum().backward()
+    g, w = w.grad, w.detach()
+    cos = (g * w).sum(1).abs() / (g.norm(dim=1).clamp_min(1e-300) * w.norm(dim=1))
+    return float(cos.max()) * math.sqrt(w.shape[1])
+
+
+def rosenbrock_start_grad_norm(c: float = ROSENBROCK_C) -> float:
+    """|∇h̃| at the start (cψ, cφ) = (−2, 2) on r = 1: why the SGD family needs lrs far below the paper's range
+    (one step moves w by lr·|∇h̃|)."""
+    w = torch.tensor(rosenbrock_w0(c), dtype=torch.float64, requires_grad=True)
+    rosenbrock_loss(w, c).backward()
+    return float(w.grad.norm())
 
 
 # ----------------------------------------------------------------------------------------------------- lemmas
@@ -492,51 +582,99 @@ def detection_table(stats: pd.DataFrame, deltas: Iterable[float]) -> pd.DataFram
 
 # ----------------------------------------------------------------------------------------------------- figures
 def plot_toy2d(runs: dict[str, pd.DataFrame], path=None):
-    """Fig. 1-style figure: trajectories in R² (with the unit circle and w*) and the norm over iterations."""
+    """Fig. 1-style figure: the trajectories of w in R² (with the unit circle and w*) and the norm ‖w‖ over the
+    iterations, one line per run (``runs``: label -> :func:`toy2d` frame); the legend beside the right panel."""
     import matplotlib.pyplot as plt
 
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.5))
+    from ...results.figures import legend_outside
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw=dict(width_ratios=(1, 1.6)))
     th = np.linspace(0, 2 * np.pi, 200)
     ax0.plot(np.cos(th), np.sin(th), "k:", lw=0.8)
-    ax0.plot(*W_STAR_2D, "k*", ms=12, label="w*")
+    ax0.plot(*W_STAR_2D, "k*", ms=12)
     for label, df in runs.items():
-        ax0.plot(df["w0"], df["w1"], lw=1, label=label)
+        ax0.plot(df["w0"], df["w1"], lw=1)
         ax1.plot(df["t"], df["r"], label=label)
     ax0.set_aspect("equal")
-    ax0.set_title("trajectory in the nominal space R²")
+    ax0.set_xlabel("w₁ (first coordinate of w)")
+    ax0.set_ylabel("w₂ (second coordinate of w)")
+    ax0.set_title("trajectories of w (dotted: unit circle, ★: w*)", fontsize=9)
     ax1.set_yscale("log")
     ax1.set_xlabel("iteration")
-    ax1.set_ylabel("‖w‖")
-    ax1.set_title("weight norm")
-    ax1.legend(fontsize=7)
+    ax1.set_ylabel("weight norm ‖w‖ (log scale)")
+    ax1.set_title("weight norm over the iterations", fontsize=9)
+    ax1.legend()
+    legend_outside(ax1, title="optimizer (momentum)")
+    fig.suptitle("Fig. 1 toy (Eq. B.1): maximise cos(w, w*) from w₀ = (0.001, 1)", fontsize=10)
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=120, bbox_inches="tight")
     return fig
 
 
-def plot_rosenbrock(runs: dict[str, pd.DataFrame], path=None, c: float = ROSENBROCK_C):
-    """Fig. 3 / H.1-style figure: the runs on the (cψ, cφ) loss surface (upper row) and r over iterations."""
+def plot_rosenbrock(runs: dict[str, pd.DataFrame], path=None, c: float = ROSENBROCK_C, title: str = ""):
+    """Fig. 3 / H.1-style figure: one column per run (``runs``: panel title -> :func:`rosenbrock3d` frame), its
+    path on the (cψ, cφ) loss surface (upper row, colour: log10 of the loss) and the radius r = ‖w‖ over the
+    iterations (lower row, its maximum and final loss in the panel title)."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     n = len(runs)
-    fig, axes = plt.subplots(2, n, figsize=(4 * n, 7), squeeze=False)
+    fig, axes = plt.subplots(2, n, figsize=(3.6 * n + 1.6, 6.8), squeeze=False)
     a, b = np.meshgrid(np.linspace(-2.3, 2.3, 200), np.linspace(-2.3, 2.3, 200))
     h = rosenbrock_h(torch.tensor(a), torch.tensor(b)).numpy()
+    cs = None
     for k, (label, df) in enumerate(runs.items()):
         ax = axes[0, k]
-        ax.contourf(a, b, np.log10(h + 1e-3), levels=30, cmap="viridis")
+        cs = ax.contourf(a, b, np.log10(h + 1e-3), levels=30, cmap="viridis")
         ax.plot(df["c_psi"], df["c_phi"], "w.-", ms=2, lw=0.7)
         ax.plot(*ROSENBROCK_START, "ro")
         ax.plot(*ROSENBROCK_OPT, "r*", ms=12)
         ax.set_title(label, fontsize=9)
-        ax.set_xlabel("cψ")
-        ax.set_ylabel("cφ")
+        ax.set_xlabel("cψ (scaled azimuth, rad)")
+        ax.set_ylabel("cφ (scaled elevation, rad)")
+        ax.grid(False)
         axes[1, k].plot(df["t"], df["r"])
         axes[1, k].set_xlabel("iteration")
-        axes[1, k].set_ylabel("r = ‖w‖")
-        axes[1, k].set_title(f"r: 1.0 → max {df['r'].max():.2f}, final loss {df['loss'].iloc[-1]:.3g}", fontsize=8)
+        axes[1, k].set_ylabel("radius r = ‖w‖")
+        axes[1, k].set_title(f"r: 1.0 → max {df['r'].max():.3g}, final loss {df['loss'].iloc[-1]:.3g}", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.95) if title else None)
+    if cs is not None:
+        fig.colorbar(cs, ax=list(axes[0]), label="log10 loss h(cψ, cφ)", fraction=0.04, pad=0.02)
+    marks = [Line2D([], [], color="r", marker="o", ls="", label="start (−2, 2)"),
+             Line2D([], [], color="r", marker="*", ms=10, ls="", label="optimum (1, 1)"),
+             Line2D([], [], color="w", marker=".", mec="k", ls="-", label="path of the run")]
+    axes[1, -1].legend(handles=marks, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    if path is not None:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    return fig
+
+
+def plot_radius_and_loss(runs: dict[str, pd.DataFrame], path=None, title: str = ""):
+    """Two panels over the iterations for several :func:`rosenbrock3d` runs (``runs``: label -> frame): the
+    radius r = ‖w‖ and the loss (log scale); the legend beside the right panel."""
+    import matplotlib.pyplot as plt
+
+    from ...results.figures import legend_outside
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for label, df in runs.items():
+        ax0.plot(df["t"], df["r"], label=label)
+        ax1.plot(df["t"], df["loss"].clip(lower=1e-30), label=label)
+    ax0.set_xlabel("iteration")
+    ax0.set_ylabel("radius r = ‖w‖")
+    ax0.set_title("norm of w (the larger r, the smaller the step on the sphere)", fontsize=9)
+    ax1.set_yscale("log")
+    ax1.set_xlabel("iteration")
+    ax1.set_ylabel("loss h(cψ, cφ) (log scale)")
+    ax1.set_title("loss", fontsize=9)
+    ax1.legend()
+    legend_outside(ax1, title="optimizer, lr")
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=120, bbox_inches="tight")
     return fig

@@ -418,7 +418,7 @@ def bn_wd_toy_experiment(eps: float, delta: float = 0.01, burn_in: int = 500, ev
                                           r["norm"][b].max().item(), kw.get("batch_size", 1000), kw.get("m", 10), delta)
         rows.append({"case": case, "mean error (last 25%)": tail.mean().item(), "max error (last 25%)": tail.max().item(),
                      "final ‖w‖ (mean)": r["norm"][-1].mean().item(),
-                     f"longest run with angle ≤ ε": int(longest_run_below(r["angle"][b:], eps).max()),
+                     "longest run with angle ≤ ε": int(longest_run_below(r["angle"][b:], eps).max()),
                      "Thm 3.1 bound (iterations)": bound})
     return pd.concat(curves, ignore_index=True), pd.DataFrame(rows)
 
@@ -576,3 +576,26 @@ def exponential_rescale_table(profile: str = "paper"):
         rows.append({"run": r.label, "schedule": r.schedule, "peak log2(η̃/η_0)": peak,
                      "first rescaled epoch": first, "final k": ks[-1]})
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# What the paper itself reports, for the "paper" column of the claims (its numbers, else its words, with where)
+# ------------------------------------------------------------------------------------------------------------
+#: Fig. 1 caption: the exponential LR of Thm 2.9 in the PreResNet32 setting (η = 0.1, λ = 5e-4, γ = 0.9, 391 steps
+#: per epoch) is η̃_t = 0.1 × 1.481^t, t in epochs
+PAPER_LR_GROWTH = 1.481
+#: Thm B.8: in that setting TEXP++'s per-step LR growth is TEXP's times 1 ± C·q^(t−T_I), (C, q) = (0.0015, 0.9)
+THM_B8_BOUND = (0.0015, 0.9)
+#: Figs 2–5 and Sec. 2.3 are curves without an accuracy table: what the paper reads from them, in its words, per
+#: compared pair of runs (run, against) of ``PRERESNET_RUNS``
+PAPER_READING = {
+    ("TEXP", "step decay + WD"): 'TEXP ≈ step decay: "similar trajectories and performances" (Fig. 2)',
+    ("TEXP--", "TEXP"): 'TEXP−− < TEXP: "TEXP achieves better test accuracy than TEXP−−" (Fig. 3)',
+    ("exp (fixed exponent) + ÷10", "exp (fixed exponent)"):
+        '÷10 helps "for 1 epoch", then behaves like no decay (Fig. 4)',
+    ("cosine + WD", "step decay + WD"): 'cosine > step decay: "achieves better test accuracy" (Fig. 5)',
+    ("exp-cosine", "step decay + WD"): 'exp-cosine > step decay: "achieves better test accuracy" (Fig. 5)',
+    ("TEXP (no correction)", "TEXP"): 'ignoring the correction "does not change performance much" (Sec. 2.3)',
+    ("exp-cosine (no correction)", "exp-cosine"):
+        'ignoring the correction "does not change performance much" (Sec. 2.3)',
+}

@@ -1,0 +1,186 @@
+"""The reader's view of the four AdamP notebooks (``repro_lib.papers.adamp.report`` and the published copies under
+``reports/``): verdicts in three words with our value and the paper's, tables for people, figures shown once, a
+computed "What we found"."""
+import base64
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from repro_lib.papers.adamp import report as R
+from repro_lib.papers.adamp import toys as T
+from repro_lib.results import findings
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ("adamp_toys", "adamp_cifar", "adamp_delta", "adamp_imagenet")
+PUBLISHED = sorted(p for p in (ROOT / "reports").glob("*/adamp_*.ipynb"))
+
+
+# ------------------------------------------------------------------------------------------------ tables, verdicts
+def test_show_drops_empty_columns_writes_integers_as_integers_and_caps_the_width():
+    df = pd.DataFrame({"a": [1.0, 2.0], "b": [np.nan, np.nan], "c": [0.123456, 1e-7], "d": ["x", "y"]})
+    html = R.show(df, caption="cap").to_html()
+    assert ">b<" not in html and "cap" in html
+    assert ">1<" in html and ">2<" in html and "1.000000" not in html
+    assert "0.123" in html and "1e-07" in html
+    with pytest.raises(ValueError, match="9 columns > 8"):
+        R.show(pd.DataFrame({f"c{i}": [1] for i in range(9)}))
+
+
+def test_budget_verdict_is_undecided_when_the_ordering_depends_on_the_budget():
+    assert R.budget_verdict({1000: True, 3000: True}) == ("holds", "")
+    assert R.budget_verdict({1000: False, 3000: False}) == ("no", "")
+    word, reason = R.budget_verdict({1000: True, 3000: False})
+    assert word == "undecided" and "1,000 and 3,000" in reason
+
+
+def _contrasts(norm, acc, noise):
+    return pd.concat([
+        findings.contrasts(pd.Series(norm), [("norm growth", "sgdp", "sgd", "<"), ("norm growth", "adamp", "adamw", "<")]),
+        findings.contrasts(pd.Series(acc), [("test accuracy", "sgdp", "sgd", ">"),
+                                            ("test accuracy", "adamp", "adamw", ">")], noise)], ignore_index=True)
+
+
+def test_cifar_claims_in_three_words_with_ours_and_the_papers_values():
+    found = _contrasts({"sgd": 0.5, "sgdp": 0.02, "adamw": 0.07, "adamp": 0.0},
+                       {"sgd": 31.7, "sgdp": 31.5, "adamw": 20.0, "adamp": 29.4}, 2.0)
+    res = pd.DataFrame({"optimizer": ["sgd", "sgdp", "adamw", "adamp"], "seconds": [60.0] * 4})
+    real = R.cifar_claims(found, res, "CIFAR-10", real_data=True, seeds=1)
+    assert all(c["verdict"].startswith("undecided (1 seed on real images, 3 needed)") for c in real)
+    toy = R.cifar_claims(found, res, "synthetic", real_data=False, seeds=1)
+    assert [c["word"] for c in toy] == ["holds", "holds", "undecided", "holds"]
+    assert "70.70" in toy[2]["paper_value"] and "70.47" in toy[2]["paper_value"]  # Table 2, ResNet-18
+    assert "+1.36" in toy[0]["paper_value"] and "+8.71" in toy[1]["paper_value"]  # Table 1
+    assert all(c["ours"] and c["paper_value"] and c["train_minutes"] == 2.0 for c in toy)
+
+
+def test_delta_claim_asks_for_100_percent_wherever_table_b1_has_it():
+    ref = pd.DataFrame({"delta": [1.0, 0.1, 0.01], "scale_variant_detection": [86.6, 100, 100],
+                        "scale_invariant_detection": [100, 100, 97.7]})
+    good = ref.assign(scale_variant_detection=100.0)
+    bad = ref.assign(scale_variant_detection=[40.0, 90.0, 100.0])
+    assert R.delta_claims(good, ref, "synthetic", real_data=False, seeds=1)[0]["word"] == "holds"
+    (c,) = R.delta_claims(bad, ref, "synthetic", real_data=False, seeds=1)
+    assert c["word"] == "no" and "δ ∈ {0.1}" in c["claim"] and c["paper_value"] == "both 100 % at δ ∈ {0.1}"
+    assert R.delta_claims(bad, ref, "CIFAR-10", real_data=True, seeds=1)[0]["word"] == "undecided"
+
+
+def _toy_inputs(adamp_wins_late: bool):
+    tab2d = pd.DataFrame({"method": ["gd", "sgd", "sgd", "sgdp", "sgdp"], "momentum": [0, 0.9, 0.99, 0.9, 0.99],
+                          "lr": 0.02, "iters": 100, "max_norm": [1.0, 2.9, 28.0, 1.1, 1.2],
+                          "final_cos": 1.0, "iters_to_cos_0_99": [500, 140, 290, 95, 80]})
+    fig3 = pd.DataFrame({"method": ["sgd", "sgd_wd", "sgdp", "sgd", "sgdp"], "iters": [10, 10, 10, 30, 30],
+                         "final_loss": [0.9, 0.8, 0.6, 0.8, 0.4], "r_max": [3.3, 3.1, 1.1, 3.3, 1.1]})
+    rows = []
+    for n, (a, p) in {10: (3.8, 3.5), 30: (0.03, 0.01 if adamp_wins_late else 0.3)}.items():
+        rows += [(R.H1_SETTINGS[0][0], "adam", n, 0.1, 0.0, a, 1.5, 0.9), (R.H1_SETTINGS[0][0], "adamw", n, 1e-3, 10.0, 1e-3, 1.0, 0.003),
+                 (R.H1_SETTINGS[0][0], "adamp", n, 0.1, 0.0, p, 1.03, 1.03),
+                 (R.H1_SETTINGS[1][0], "adam_printed", n, 0.1, 0.0, 0.016, 7.1, 7.1),
+                 (R.H1_SETTINGS[1][0], "adamp_printed", n, 0.1, 0.0, 0.008, 1.3, 1.3)]
+    h1 = pd.DataFrame(rows, columns=["setting", "method", "iters", "lr", "weight_decay", "final_loss", "r_max", "r_final"])
+    lemmas = pd.DataFrame({"run": ["gd", "mom", "proj"], "max_rel_gap_eq6": [3e-16, 0.05, 4e-16],
+                           "max_rel_gap_eq8": [3e-16, 5e-16, 0.08], "eq12_bound_holds": [True, False, True],
+                           "final_norm": [3.5, 6.7, 3.7]})
+    ratios = {(0.9, "(k+1)^-2"): 19.0, (0.9, "0.99^k"): 18.999}
+    sizes = dict(rb_fixed_lr=1e-5, toy2d_lr=0.02, ratio_terms=20000)
+    return tab2d, fig3, h1, lemmas, ratios, sizes
+
+
+def test_toy_claims_judge_every_figure_and_say_why_fig_h1_is_undecided():
+    tab2d, fig3, h1, lemmas, ratios, sizes = _toy_inputs(adamp_wins_late=False)
+    claims = R.toy_claims(tab2d, fig3, h1, lemmas, ratios, sizes, "toys")
+    words = {c["item"]: c["word"] for c in claims}
+    assert words == {"Fig. 1 (2D toy)": "holds", "Fig. 3 (3D Rosenbrock)": "holds", "Fig. H.1 (Adam), norm": "holds",
+                     "Fig. H.1 (Adam), convergence": "undecided", "Fig. H.1 (Adam), convergence with WD": "holds",
+                     "Fig. H.1 (Adam), Alg. 2 as printed": "holds", "Lemmas 2.1, 2.2, Eq. 12": "holds",
+                     "Cor. 2.3": "holds"}
+    for c in claims:
+        assert c["verdict"].split(" ")[0].rstrip(":") in findings.VERDICTS and c["ours"] and c["paper_value"]
+    conv = [c for c in claims if c["item"] == "Fig. H.1 (Adam), convergence"][0]
+    assert "iteration count" in conv["verdict"] and "3.5 vs 3.8 (10 it.)" in conv["verdict"]
+    assert "2.93 (0.9), 27.87 (0.99)" in claims[0]["paper_value"]
+    text = R.toys_found(tab2d, fig3, h1, claims, sizes, 3.07e4)
+    assert "ahead after 10 iterations" in text and "behind after 30 iterations" in text and "31" in text
+    claims = R.toy_claims(*_toy_inputs(adamp_wins_late=True)[:5], sizes, "toys")
+    assert [c["word"] for c in claims if c["item"] == "Fig. H.1 (Adam), convergence"] == ["holds"]
+
+
+def test_cor_2_3_with_too_few_terms_is_undecided_not_refuted():
+    tab2d, fig3, h1, lemmas, _, sizes = _toy_inputs(False)
+    claims = R.toy_claims(tab2d, fig3, h1, lemmas, {(0.9, "(k+1)^-2"): 15.0}, {**sizes, "ratio_terms": 50}, "toys")
+    (cor,) = [c for c in claims if c["item"] == "Cor. 2.3"]
+    assert cor["verdict"].startswith("undecided (50 terms do not reach the limit")
+
+
+def test_the_papers_toy_numbers_are_the_papers():
+    assert T.PAPER_FIG1_MAX_NORM == {0.9: 2.93, 0.99: 27.87}
+    assert T.PAPER_FIG3_R == {"sgd": 3.2, "sgd_wd": 2.53, "sgdp": 1.12}
+    assert T.PAPER_LR_RANGE == (1e-3, 0.1)
+
+
+# ------------------------------------------------------------------------------------------------ the notebooks
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_source_notebook_sets_the_theme_once_and_computes_what_it_found(name):
+    cells = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    assert sum(s.count("figures.theme()") for s in code) == 1
+    imports = next(s for s in code if "import" in s and "check_params" in s)
+    assert "figures.theme()" in imports
+    found = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "## What we found" in "".join(c["source"])]
+    assert len(found) == 1
+    assert any("display(Markdown(" in "".join(c["source"]) for c in cells[found[0]:]), "no computed What we found"
+    prose = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    for word in ("session", "OCR", "our reading", "issue #", "/work/", "/home/"):
+        assert word not in prose, f"{name}: {word!r} in its text"
+
+
+def _outputs(nb):
+    for c in nb["cells"]:
+        for o in c.get("outputs", []):
+            yield c, o
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=[p.stem for p in PUBLISHED])
+def test_published_notebook_is_readable(path):
+    nb = json.loads(path.read_text())
+    images = [hashlib.sha1(base64.b64decode(o["data"]["image/png"])).hexdigest()
+              for _, o in _outputs(nb) if "image/png" in o.get("data", {})]
+    assert len(images) == len(set(images)), f"{path.stem}: a figure is shown twice"
+    for _, o in _outputs(nb):
+        data = o.get("data", {})
+        html = "".join(data.get("text/html", ""))
+        plain = "".join(data.get("text/plain", "")) + "".join(o.get("text", ""))
+        if not html:  # a Styler's text/plain is its repr; the reader sees its HTML
+            assert "Empty DataFrame" not in plain and "RunConfig(" not in plain and "Styler" not in plain
+        if "<table" in html:
+            heads = re.findall(r'<th [^>]*class="col_heading[^"]*"[^>]*>', html)
+            assert len(heads) <= 8, f"{path.stem}: a table of {len(heads)} columns"
+            assert not re.search(r">\s*-?\d+\.0{6}\s*<", html) and ">nan<" not in html
+    shown = [o for c, o in _outputs(nb) if "display(Markdown(" in "".join(c["source"])]
+    assert shown and all("text/markdown" in o["data"] for o in shown)
+
+
+@pytest.mark.parametrize("path", [p for p in PUBLISHED if (p.parent / p.stem / "claims.json").exists()],
+                         ids=lambda p: p.stem)
+def test_published_claims_carry_a_verdict_word_ours_and_the_papers_value(path):
+    claims = json.loads((path.parent / path.stem / "claims.json").read_text())
+    assert claims
+    for c in claims:
+        assert re.match(r"(holds|no|undecided)\b", c["verdict"]), c["verdict"]
+        assert c.get("ours") and c.get("paper_value"), c["item"]
+        if c["verdict"].startswith("undecided"):
+            assert c["verdict"].startswith("undecided ("), "undecided without its reason"
+
+
+def test_fig_h1_claim_rows_state_the_finding():
+    path = ROOT / "reports" / "cpu" / "adamp_toys" / "claims.json"
+    if not path.exists():
+        pytest.skip("adamp_toys is not published")
+    items = {c["item"]: c for c in json.loads(path.read_text())}
+    assert {"Fig. H.1 (Adam), norm", "Fig. H.1 (Adam), convergence", "Fig. H.1 (Adam), Alg. 2 as printed"} <= set(items)
+    assert all(math.isfinite(float(x)) for x in re.findall(r"\d+\.\d+", items["Fig. H.1 (Adam), norm"]["ours"]))

@@ -14,7 +14,7 @@ import pytest
 
 from repro_lib.papers.adamp import report as R
 from repro_lib.papers.adamp import toys as T
-from repro_lib.results import findings
+from repro_lib.results import findings, publish
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("adamp_toys", "adamp_cifar", "adamp_delta", "adamp_imagenet")
@@ -172,7 +172,8 @@ def test_published_claims_carry_a_verdict_word_ours_and_the_papers_value(path):
     assert claims
     for c in claims:
         assert re.match(r"(holds|no|undecided)\b", c["verdict"]), c["verdict"]
-        assert c.get("ours") and c.get("paper_value"), c["item"]
+        assert c.get("paper_value"), c["item"]
+        assert c.get("ours") or publish.not_run(c), c["item"]  # a claim without a run has nothing of ours yet
         if c["verdict"].startswith("undecided"):
             assert c["verdict"].startswith("undecided ("), "undecided without its reason"
 

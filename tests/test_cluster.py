@@ -169,7 +169,7 @@ def test_report_marks_missing_cells_and_verdicts():
     assert grid.attrs["missing"] == {((0.1, 1e-4), 2000): 1}
     html = tables.style_grid(grid, yellow).to_html()
     cells = dict(re.findall(r'<td id="T_\w+_(row\d_col\d)"[^>]*>([^<]*)</td>', html))
-    assert cells["row2_col1"] == "missing" and cells["row0_col0"] == ""  # missing vs all diverged (blank)
+    assert cells["row2_col1"] == "missing" and cells["row0_col0"] == "diverged"  # missing vs all diverged
     v = tables.verdict(grid, yellow)
     assert v[1000] == "second" and v[2000] == "best (1 cell missing runs)"
     theirs, _ = tables.pivot_cells(agg.assign(paper_accuracy=90.0), "paper_accuracy")

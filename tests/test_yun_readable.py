@@ -12,7 +12,7 @@ from repro_lib.results import findings
 def test_shrink_text_names_every_size_that_differs_from_the_paper():
     cpu, paper = get("yun2022_table1").plan("cpu"), get("yun2022_table1").plan("paper")
     text = tn.shrink_text(cpu, paper)
-    assert "width 8 instead of 64" in text and "epochs instead of 300" in text
+    assert "width 8 instead of 64" in text and "the data" not in text and "epochs instead of 300" in text
     assert "steps per epoch instead of" in text and "N = 500–1,000 images instead of" in text
     assert tn.shrink_text(paper, paper) == ""
 
@@ -33,7 +33,7 @@ def test_cross_check_sets_both_implementations_beside_the_paper():
     assert list(cc["η"]) == ["3.2", "0.8"] and list(cc["paper"]) == ["78.28", "76.73"]
     assert cc.loc[0, "independent"] == "74.35 ± 0.43" and cc.loc[0, "seeds (ours)"] == 3
     text = tn.cross_check_text(cc)
-    assert "agree within the seed spread in 2 of 2 cells" in text and "not in this package" in text
+    assert "agree within two standard errors of their difference in 2 of 2 cells" in text and "not in this package" in text
     far = tn.cross_check(_sweep(accs=((60.0, 60.5, 60.2), (69.0, 70.0, 69.5))))
     assert "in 1 of 2 cells" in tn.cross_check_text(far) and "not in this package" not in tn.cross_check_text(far)
     assert tn.cross_check(_sweep(width=8, epochs=100)).empty  # the cpu profile runs no cross-checked cell

@@ -79,7 +79,7 @@ def result_first() -> None:
 def result_markdown(rows: list[dict]) -> str:
     """The result in a few lines: one table row per claim with a verdict (claim, ours, the paper's, verdict; the
     ours/paper columns where the claims carry them), the data the runs used, and how many claims have no run yet."""
-    ran = [r for r in rows if not _not_run(r)]
+    ran = [r for r in rows if not not_run(r)]
     has = [k for k in ("ours", "paper_value") if any(r.get(k) for r in ran)]
     head = ["claim", *({"ours": "ours", "paper_value": "paper"}[k] for k in has), "verdict"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -146,7 +146,7 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
                          "notebook": link})
         # consecutive claims that no run has reached yet (key: their claim) fold into one row; the rest (key None)
         # get a row each
-        for key, group in itertools.groupby(claims, key=lambda c: c["claim"] if _not_run(c) else None):
+        for key, group in itertools.groupby(claims, key=lambda c: c["claim"] if not_run(c) else None):
             group = list(group)
             if key is not None:
                 rows.append(_not_run_row(group, profile, link))
@@ -162,7 +162,7 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
     return rows
 
 
-def _not_run(claim: dict) -> bool:
+def not_run(claim: dict) -> bool:
     """A claim whose verdict has no run behind it yet (every run of its column missing, or none planned in the
     profile)."""
     v = str(claim.get("verdict", ""))

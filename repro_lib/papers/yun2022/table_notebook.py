@@ -104,7 +104,7 @@ def shrink_text(plan: pd.DataFrame, paper_plan: pd.DataFrame) -> str:
     if sorted(set(steps)) != sorted(set(paper_steps)):
         parts.append(f"{_span(steps)} steps per epoch instead of {_span(paper_steps)}")
     if ours.dataset != paper.dataset or getattr(ours, "synthetic", False):
-        parts.append(f"on {dataset_label([ours])} instead of {dataset_label([paper])}")
+        parts.append(f"the data ({dataset_label([ours])} instead of {dataset_label([paper])})")
     return ", ".join(parts)
 
 
@@ -141,22 +141,23 @@ def cross_check(results: pd.DataFrame) -> pd.DataFrame:
                      "independent": f"{theirs.test_acc.mean():.2f} ± {t_sd:.2f}", "seeds (indep.)": len(theirs),
                      "ours": f"{sel.test_acc.mean():.2f} ± {o_sd:.2f}", "seeds (ours)": len(sel),
                      "difference": sel.test_acc.mean() - theirs.test_acc.mean(),
-                     "spread": max(o_sd, t_sd)})
+                     "se": math.sqrt(o_sd ** 2 / len(sel) + t_sd ** 2 / len(theirs))})
     return pd.DataFrame(rows)
 
 
 def cross_check_text(cc: pd.DataFrame) -> str:
-    """:func:`cross_check` in a sentence or two: in how many cells the two implementations agree within the seed
-    spread, how far both are from the paper, and what that implies."""
+    """:func:`cross_check` in a sentence or two: in how many cells the two implementations agree (their difference
+    within two standard errors), how far this package is from the paper, and what that implies."""
     if cc.empty:
         return ("No cell of this profile was trained by the independent implementation (it ran Table 1 (a), "
                 "N = 3,125, at the paper's protocol): nothing to compare here.")
-    agree = cc["difference"].abs() <= cc["spread"]
+    agree = cc["difference"].abs() <= 2 * cc["se"]
     paper = pd.to_numeric(cc["paper"], errors="coerce")
     ours = cc["ours"].str.split(" ± ").str[0].astype(float)
     below = (paper - ours).dropna()
-    text = (f"The two implementations agree within the seed spread in {int(agree.sum())} of {len(cc)} cells "
-            f"(largest difference {cc['difference'].abs().max():.2f} points)")
+    text = (f"The two implementations agree within two standard errors of their difference in {int(agree.sum())} "
+            f"of {len(cc)} cells (largest difference {cc['difference'].abs().max():.2f} points, "
+            f"{(cc['difference'].abs() / cc['se']).max():.1f} standard errors)")
     if len(below):
         text += f", and this package reads {_span(below, '.1f')} points below the paper's cells"
     text += "."
@@ -275,8 +276,10 @@ class YunTables:
         words = found["verdict"].value_counts()
         counted = ", ".join(f"*{w}* in {int(words[w])}" for w in ("holds", "no", "undecided") if w in words)
         reasons = sorted({r for r in found.loc[found.verdict == "undecided", "reason"] if r})
-        n = len(found)
-        text = (f"Over the {n} column{'s' if n != 1 else ''} run here the claim {counted}"
+        n, ran = len(found), int((found["rank"] != "n/a").sum())
+        where = (f"the {n} column{'s' if n != 1 else ''} run here" if ran == n else
+                 f"the {n} columns of this profile's grid ({ran} with runs so far)")
+        text = (f"Over {where} the claim {counted}"
                 + (f" (undecided: {'; '.join(reasons)})" if reasons else "") + ".")
         ours = found["yellow_mean"].dropna()
         paper = pd.to_numeric(res.loc[res.yellow.astype(bool), "paper_accuracy"], errors="coerce").dropna()

@@ -185,3 +185,22 @@ def test_fig_h1_claim_rows_state_the_finding():
     items = {c["item"]: c for c in json.loads(path.read_text())}
     assert {"Fig. H.1 (Adam), norm", "Fig. H.1 (Adam), convergence", "Fig. H.1 (Adam), Alg. 2 as printed"} <= set(items)
     assert all(math.isfinite(float(x)) for x in re.findall(r"\d+\.\d+", items["Fig. H.1 (Adam), norm"]["ours"]))
+
+
+def test_table_b1_verdict_is_no_only_once_the_scale_variant_score_settled():
+    """A detection below the paper's 100 % is *no* only when the scale-variant score |cos|·√d has stopped moving
+    over the recorded steps; while it still grows (a short run near its start) the verdict is *undecided*."""
+    ref = pd.DataFrame({"delta": [0.2, 0.1], "scale_variant_detection": [100.0, 100.0],
+                        "scale_invariant_detection": [100.0, 100.0]})
+    ours = ref.assign(scale_variant_detection=[94.0, 97.0])
+
+    def stats(growth):
+        return pd.DataFrame([dict(step=t, scale_invariant=False, layer_score=1.0 + growth * t / 10,
+                                  channel_score=1.0) for t in range(10)])
+
+    moving, flat = stats(0.5), stats(0.0)
+    assert R.score_drift(moving) > 0.1 and R.score_drift(flat) == pytest.approx(0.0)
+    undecided = R.delta_claims(ours, ref, "d", real_data=True, seeds=3, stats=moving)[0]["verdict"]
+    assert undecided.startswith("undecided (against the claim, while the scale-variant score still moved")
+    assert R.delta_claims(ours, ref, "d", real_data=True, seeds=3, stats=flat)[0]["verdict"].startswith("no:")
+    assert R.delta_claims(ref, ref, "d", real_data=True, seeds=3, stats=moving)[0]["verdict"].startswith("holds")

@@ -170,6 +170,10 @@ def test_adamp_cos_run_follows_the_schedule_and_samples_at_intervals():
     assert stats[stats.scale_invariant].cos_layer.max() < 1e-3 < stats[~stats.scale_invariant].cos_layer.max()
     with pytest.raises(ValueError, match="schedule"):
         T.adamp_cos_run(model, batches, steps=2, schedule="step")
+    late = T.adamp_cos_run(model, batches, steps=7, record_every=2, record_from=3)  # the later steps only
+    assert sorted(late.step.unique()) == [3, 5, 6]
+    with pytest.raises(ValueError, match="record_from"):
+        T.adamp_cos_run(model, batches, steps=7, record_from=7)
 
 
 def _smoke_run_setup(seed: int = 0):

@@ -455,6 +455,12 @@ def _real_data(results: pd.DataFrame) -> bool:
     return any(label_of(c.dataset, bool(getattr(c, "synthetic", False))) != SYNTHETIC for c in results["cfg"])
 
 
+def _larger_sd(*sds) -> float:
+    """The larger of some seed standard deviations, NaN ones left out (NaN when all are: one seed, no spread)."""
+    known = [float(v) for v in sds if pd.notna(v)]
+    return max(known) if known else math.nan
+
+
 def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yellow_tf: float | None = None,
              group: str = "subtable", real_data: bool | None = None) -> pd.DataFrame:
     """Per column of a swept grid (one row per (``group``, ``col``)), what the paper's claim needs, computed from the
@@ -505,13 +511,11 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
             top2 = means.sort_values(ascending=False)
             ysd = stats.loc[ytf, "std"]
             bo_tf = float(others.idxmax())
-            sds = [v for v in (ysd, stats.loc[bo_tf, "std"]) if pd.notna(v)]
-            spread = float(max(sds)) if sds else math.nan  # one seed: no spread
+            spread = _larger_sd(ysd, stats.loc[bo_tf, "std"])  # one seed: no spread
             margin = float(means[ytf] - others.max())
             second_tf = float(top2.index[1])
             gap2 = float(means[ytf] - top2.iloc[1])
-            sds2 = [v for v in (ysd, stats.loc[second_tf, "std"]) if pd.notna(v)]
-            spread2 = float(max(sds2)) if sds2 else math.nan
+            spread2 = _larger_sd(ysd, stats.loc[second_tf, "std"])
             row.update(rank="best" if r == 1 else "second" if r == 2 else "no", yellow_mean=float(means[ytf]),
                        yellow_sd=float(ysd), best_other=float(others.max()), best_other_tf=bo_tf, margin=margin,
                        gap_to_second=gap2, spread_to_second=spread2, runner_up_margin=float(top2.iloc[0] - top2.iloc[1]), spread=spread,
@@ -525,8 +529,8 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
         reg = regime(yellow_rows["history"]) if "history" in yellow_rows else regime([])
         row.update(settled=reg["settled"], regime_drift=reg["drift"], regime_window=reg["window"])
         holds = None if row["rank"] == "n/a" else row["rank"] in ("best", "second")
-        run = yellow_rows["status"].isin(["finished", "diverged"]) if "status" in yellow_rows else yellow_rows.index
-        row["yellow_seeds"] = int(run.sum()) if hasattr(run, "sum") else len(yellow_rows)
+        row["yellow_seeds"] = (int(yellow_rows["status"].isin(["finished", "diverged"]).sum())
+                               if "status" in yellow_rows else len(yellow_rows))
         word, reason = judge(holds, row.pop("_beyond"), seeds=row["yellow_seeds"], real_data=real_data,
                              settled=reg["settled"], tolerant=True)
         if holds is None and row["missing"]:

@@ -80,3 +80,142 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None) -> fl
         total += (cfg.n * cfg.num_epochs * seconds_per_image(cfg.batch_size, stacked) * (cfg.width / 64) ** 2
                   * area * model)
     return total / 3600
+
+
+# ------------------------------------------------------------------------------------------- shrink rules
+# A shrunk profile (``cpu``) must keep the dynamics the papers' claims depend on, not only the tuning factor:
+#
+# 1. steps per epoch: at least MIN_STEPS_PER_EPOCH, or the paper's own count for that cell where it has fewer
+#    (drop_last=False: ceil(N / B)). At 4-8 steps per epoch an epoch is shorter than momentum's and the
+#    equilibrium's time scale, and plain SGD turns the weights further per epoch than SGDM at the same tuning factor;
+# 2. eta / B: the paper's, for a net with scale-variant parameters (``scale_invariant=False``: BN affine, trainable
+#    FC), whose SGD noise and stability limit scale with eta / B rather than with the tuning factor;
+# 3. settling: the first LR decay comes after SETTLE_YELLOW relaxation times of the yellow cells and after one of
+#    every cell, or as many as the paper's own cell has where it has fewer (a paper grid reaching TF/64 has cells
+#    that never settle: they stand for the paper's "too little regularization" side). With coupled L2 the squared weight norm shrinks by (1 - eta*lambda/(1-mu))^2 per step, a time
+#    constant of (1-mu)/(2*eta*lambda) steps = 1/(2*TF) epochs with TF = N*eta*lambda/(B(1-mu)) (Eq. 27): the time
+#    the angular update needs to reach its equilibrium, in epochs independent of how N and B are shrunk;
+# 4. cost: a notebook's cpu grid trains within CPU_CAP_MINUTES on 2 cores (``estimate_cpu_minutes``).
+MIN_STEPS_PER_EPOCH = 16
+SETTLE_YELLOW = 3.0
+SETTLE_EVERY = 1.0
+CPU_CAP_MINUTES = 45.0
+
+# Measured cpu training cost, milliseconds per image-epoch on 2 threads at width 8 and B = 128 (the published cpu
+# records' ``train_seconds`` / (N x epochs), ``reports/runs``; 3-member stacks of ResNet-18, single runs otherwise),
+# and the factor by batch size measured on ResNet-18 (B < 32 extrapolated as sqrt(32 / B), unmeasured).
+CPU_MS_PER_IMAGE_EPOCH = {"resnet18": 0.88, "preresnet32": 1.96, "densenet100": 7.9, "vgg11_bn": 0.29,
+                          "vgg13_bn": 0.39, "vgg16_bn": 0.47, "vgg19_bn": 0.56}
+CPU_BATCH_FACTOR = {32: 1.15, 64: 0.89, 128: 1.0, 256: 1.31, 512: 1.48}
+
+
+def steps_per_epoch(n: int, batch_size: int) -> int:
+    """Optimizer steps per epoch with ``drop_last=False``."""
+    return math.ceil(n / batch_size)
+
+
+def relaxation_epochs(tuning_factor: float) -> float:
+    """The weight norm's (and so the angular update's) relaxation time in epochs, 1 / (2·TF) (see rule 3)."""
+    return math.inf if tuning_factor <= 0 else 1 / (2 * tuning_factor)
+
+
+def first_decay_epoch(cfg) -> float | None:
+    """The epoch of the first LR decay: the first milestone of a step-shaped schedule (``step``, the TEXP family,
+    ``exp_decay``), half the epochs for a cosine-shaped one (where the LR has halved); None for a schedule without
+    one (constant, ``exp``)."""
+    if cfg.schedule in ("constant", "exp"):
+        return None
+    if cfg.schedule in ("cosine", "cosine_epoch", "exp_cosine"):
+        return cfg.num_epochs / 2
+    milestones = dict(cfg.schedule_kwargs).get("milestones", (0.5, 0.75))
+    return float(round(float(milestones[0]) * cfg.num_epochs))
+
+
+def shrink_rules(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rules 1-3 for every row of ``plan`` beside the paper's cell it stands for: steps per epoch (``steps``,
+    ``paper_steps``, ``min_steps``), eta / B (``eta_over_b``, ``paper_eta_over_b``, checked where the net is not
+    scale-invariant), the first decay in relaxation times (``settle``, ``paper_settle``, ``min_settle``:
+    SETTLE_YELLOW for yellow cells, SETTLE_EVERY otherwise, or the paper cell's own where lower; the paper's protocol
+    comes from ``paper_plan``, without which only these thresholds apply) and ``breaks`` (the rules a row breaks, in words; "" when none).
+
+    The paper's cell comes from the plan's ``paper_n``, ``paper_batch_size``, ``paper_lr`` columns (a paper table's
+    grid) or else from ``paper_plan``: the row of its first seed with the same values in the columns both plans
+    share (labels such as ``model``, ``method``, ``schedule``); a row without one is a ``ValueError``."""
+    rows = plan
+    if "paper_n" in plan and "paper_batch_size" in plan:
+        decay = None if paper_plan is None else first_decay_epoch(paper_plan.cfg.iloc[0])  # one protocol per table
+        paper = [(int(n), int(b), float(lr), n * lr * wd / (b * (1 - c.momentum)), decay) for n, b, lr, wd, c in
+                 zip(plan.paper_n, plan.paper_batch_size, plan.paper_lr, plan.paper_weight_decay, plan.cfg)]
+    else:
+        if paper_plan is None:
+            raise ValueError("paper_plan: needed for a plan without paper_n / paper_batch_size / paper_lr columns")
+        first = lambda p: p[p["seed"] == p["seed"].min()].reset_index(drop=True)  # noqa: E731
+        rows, theirs = first(plan), first(paper_plan)
+        keys = [k for k in rows.columns if k in theirs.columns and k not in ("seed", "cfg")
+                and rows[k].map(lambda v: isinstance(v, (str, int, bool))).all()]
+        index = {tuple(r[k] for k in keys): c for (_, r), c in zip(theirs.iterrows(), theirs.cfg)}
+        missing = [tuple(r[k] for k in keys) for _, r in rows.iterrows() if tuple(r[k] for k in keys) not in index]
+        if missing or not keys:
+            raise ValueError(f"paper_plan: no paper cell for {missing[:3]} (matched on {keys})")
+        paper = [(c.n, c.batch_size, c.lr, c.tuning_factor, first_decay_epoch(c))
+                 for c in (index[tuple(r[k] for k in keys)] for _, r in rows.iterrows())]
+    yellow = rows["yellow"].astype(bool).tolist() if "yellow" in rows else [False] * len(rows)
+    out = []
+    for cfg, (pn, pb, plr, ptf, pdecay), y in zip(rows.cfg, paper, yellow):
+        steps, paper_steps = steps_per_epoch(cfg.n, cfg.batch_size), steps_per_epoch(pn, pb)
+        need = min(MIN_STEPS_PER_EPOCH, paper_steps)
+        decay = first_decay_epoch(cfg)
+        settle = math.inf if decay is None else decay / relaxation_epochs(cfg.tuning_factor)
+        paper_settle = math.inf if pdecay is None else pdecay / relaxation_epochs(ptf)
+        need_settle = min(SETTLE_YELLOW if y else SETTLE_EVERY, paper_settle)
+        breaks = []
+        if steps < need:
+            breaks.append(f"{steps} steps per epoch (at least {need})")
+        if not cfg.scale_invariant and not math.isclose(cfg.lr / cfg.batch_size, plr / pb, rel_tol=1e-6):
+            breaks.append(f"η/B {cfg.lr / cfg.batch_size:.3g} instead of the paper's {plr / pb:.3g}")
+        if settle < need_settle * (1 - 1e-9):
+            breaks.append(f"first LR decay after {settle:.2g} relaxation times 1/(2 TF) (at least {need_settle:.2g})")
+        out.append(dict(n=cfg.n, batch_size=cfg.batch_size, lr=cfg.lr, tuning_factor=cfg.tuning_factor, yellow=y,
+                        steps=steps, paper_steps=paper_steps, min_steps=need,
+                        eta_over_b=cfg.lr / cfg.batch_size, paper_eta_over_b=plr / pb,
+                        first_decay=decay, settle=settle, paper_settle=paper_settle, min_settle=need_settle,
+                        breaks="; ".join(breaks)))
+    return pd.DataFrame(out)
+
+
+def shrink_breaks(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) -> list[str]:
+    """The distinct rule breaks of ``plan`` (:func:`shrink_rules`), each once; [] when the shrink keeps them all."""
+    rules = shrink_rules(plan, paper_plan)
+    return sorted({b for s in rules["breaks"] if s for b in s.split("; ")})
+
+
+def estimate_cpu_minutes(plans) -> float:
+    """Training minutes of ``plans`` (one plan DataFrame or a list) on 2 CPU threads from the measured rates
+    (``CPU_MS_PER_IMAGE_EPOCH`` x ``CPU_BATCH_FACTOR`` x (width / 8)^2 x image area / 32^2), each distinct run
+    (config hash) once, evaluation excluded.
+    An estimate from the published records, not a timed run; an unknown model is a ``ValueError``."""
+    from .data import DATASETS
+
+    plans = [plans] if isinstance(plans, pd.DataFrame) else list(plans)
+    total_ms = 0.0
+    cfgs = {cfg.hash: cfg for plan in plans for cfg in plan["cfg"]}  # a run two tables share trains once
+    for cfg in cfgs.values():
+        if cfg.model not in CPU_MS_PER_IMAGE_EPOCH:
+            raise ValueError(f"model: no measured cpu rate for {cfg.model!r} ({sorted(CPU_MS_PER_IMAGE_EPOCH)})")
+        area = (DATASETS[cfg.dataset].image_size / 32) ** 2 if cfg.dataset in DATASETS else 1.0
+        total_ms += (cfg.n * cfg.num_epochs * CPU_MS_PER_IMAGE_EPOCH[cfg.model] * _batch_factor(cfg.batch_size)
+                     * ((cfg.width or 8) / 8) ** 2 * area)
+    return total_ms / 60000
+
+
+def _batch_factor(b: int) -> float:
+    """``CPU_BATCH_FACTOR`` at ``b``: geometric interpolation between the measured batch sizes, flat above the
+    largest, sqrt(smallest / b) below the smallest (unmeasured)."""
+    sizes = sorted(CPU_BATCH_FACTOR)
+    if b <= sizes[0]:
+        return CPU_BATCH_FACTOR[sizes[0]] * math.sqrt(sizes[0] / b)
+    if b >= sizes[-1]:
+        return CPU_BATCH_FACTOR[sizes[-1]]
+    lo, hi = max(s for s in sizes if s <= b), min(s for s in sizes if s >= b)
+    t = 0.0 if lo == hi else math.log(b / lo) / math.log(hi / lo)
+    return CPU_BATCH_FACTOR[lo] * (CPU_BATCH_FACTOR[hi] / CPU_BATCH_FACTOR[lo]) ** t

@@ -108,6 +108,23 @@ def shrink_text(plan: pd.DataFrame, paper_plan: pd.DataFrame) -> str:
     return ", ".join(parts)
 
 
+def rules_text(plan: pd.DataFrame, paper_plan: pd.DataFrame) -> str:
+    """One line on the shrink rules (``repro_lib.profiles.shrink_rules``) for ``plan``: its steps per epoch beside
+    the paper's, the first LR decay in relaxation times 1/(2 TF) (yellow cells, all cells), η/B where the net has
+    scale-variant parameters, and which rules it keeps or breaks."""
+    r = profiles.shrink_rules(plan, paper_plan)
+    yellow = r[r.yellow]
+    parts = [f"{_span(r.steps)} steps per epoch (paper {_span(r.paper_steps)}; at least "
+             f"{_span(r.min_steps)})",
+             "first LR decay after " + (f"{_span(yellow.settle, '.1f')} relaxation times 1/(2 TF) in the yellow "
+                                        f"cells (at least {profiles.SETTLE_YELLOW:g}), " if len(yellow) else "")
+             + f"{r.settle.min():.1f} at least in every cell (at least {profiles.SETTLE_EVERY:g})"]
+    if not plan.cfg.iloc[0].scale_invariant:
+        parts.append(f"η/B {_span(r.eta_over_b, '.3g')} (paper {_span(r.paper_eta_over_b, '.3g')})")
+    broken = sorted({b for s in r.breaks if s for b in s.split("; ")})
+    return ("shrink rules: " + "; ".join(parts) + (f" -- BROKEN: {'; '.join(broken)}" if broken else " -- kept"))
+
+
 #: Table 1 (a), N = 3,125, at the paper's protocol on the CIFAR-10 JPEG stand-in, trained by an implementation
 #: written apart from this package (its own model, ghost BN, training loop and subset draw) on an H100: one row
 #: per (cell, seed), the same columns as a sweep
@@ -210,9 +227,12 @@ class YunTables:
                       + (", in these cells:" if held.any() else ""))
                 if held.any():
                     print("  " + grid(plan[held]).to_string(index=False).replace("\n", "\n  "))
+            print("  " + rules_text(plan, get(name).plan("paper")))
             gpu_h = {p: profiles.estimate_gpu_hours(get(name).plan(p)) for p in ("gpu", "paper")}
             print(f"  estimated GPU-hours (measured H200 rates, benchmarks/README.md): this profile "
-                  f"{profiles.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}")
+                  f"{profiles.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}"
+                  + (f"; estimated training minutes on 2 CPU threads: {profiles.estimate_cpu_minutes(plan):.0f}"
+                     if not plan.cfg.iloc[0].synthetic else ""))
 
     def run(self, data_root: str = "", download: bool = False, collect: bool = False,
             runs_csv: str = "{name}_runs.csv") -> dict[str, pd.DataFrame]:
@@ -289,6 +309,10 @@ class YunTables:
         if shrink:
             text += (f" The gap is expected: these runs differ from the paper's protocol in {shrink}; the claim is "
                      f"about where the optimum lies, not about the accuracy.")
+        breaks = profiles.shrink_breaks(self.plans[name], get(name).plan("paper"))
+        if breaks and self.profile != "paper":
+            text += (f" This profile's shrink does not keep the paper's dynamics ({'; '.join(breaks)}; "
+                     f"`repro_lib.profiles.shrink_rules`): its verdicts may test the shrink rather than the claim.")
         settled = found["settled"].dropna()
         if len(settled):
             k = int(settled.astype(bool).sum())

@@ -22,6 +22,7 @@ PENDING = {
     "yun2022_table1": "4 and 8 steps per epoch at B = 128; B = 32 keeps the rule (about 38 minutes estimated)",
     "yun2022_table6": "8 steps per epoch at B = 128; B = 64 keeps the rule (Table 2's shrink)",
     "yun2022_table5": "2-8 steps per epoch in its large-B cells; N = 2,000 with B = 8 ... 128 keeps the rule",
+    "yun2022_table9": "8 steps per epoch at B = 64; B = 32 keeps the rule",
     "yun2022_tables8_10": "DenseNet-100 needs 52 epochs for the first decay to come after one relaxation time of "
                           "the TF/4 cell: about 60 minutes at N = 500 on 2 threads",
     "yun2022_section3": "4-8 steps per epoch in combinations 3, 5, 6; N / 25 with B / 8 keeps the rule",

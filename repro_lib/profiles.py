@@ -101,12 +101,14 @@ SETTLE_YELLOW = 3.0
 SETTLE_EVERY = 1.0
 CPU_CAP_MINUTES = 45.0
 
-# Measured cpu training cost, milliseconds per image-epoch on 2 threads at width 8 and B = 128 (the published cpu
-# records' ``train_seconds`` / (N x epochs), ``reports/runs``; 3-member stacks of ResNet-18, single runs otherwise),
-# and the factor by batch size measured on ResNet-18 (B < 32 extrapolated as sqrt(32 / B), unmeasured).
-CPU_MS_PER_IMAGE_EPOCH = {"resnet18": 0.88, "preresnet32": 1.96, "densenet100": 7.9, "vgg11_bn": 0.29,
-                          "vgg13_bn": 0.39, "vgg16_bn": 0.47, "vgg19_bn": 0.56}
-CPU_BATCH_FACTOR = {32: 1.15, 64: 0.89, 128: 1.0, 256: 1.31, 512: 1.48}
+# Measured cpu training cost, milliseconds per image-epoch on 2 threads at width 8 and B = 128: the medians of the
+# published cpu records' ``train_seconds`` / (N x epochs) (``reports/runs``; a stacked run's seconds are its share
+# of the stack), and the factor by batch size from the ResNet-18 records (B < 32 extrapolated as sqrt(32 / B),
+# unmeasured). The same run measured up to 2x apart on different days of the same 2-core machine type, so an
+# estimate is good to a factor of 2.
+CPU_MS_PER_IMAGE_EPOCH = {"resnet18": 0.86, "preresnet32": 3.0, "densenet100": 5.2, "vgg11_bn": 0.30,
+                          "vgg13_bn": 0.40, "vgg16_bn": 0.47, "vgg19_bn": 0.57}
+CPU_BATCH_FACTOR = {32: 1.71, 64: 1.26, 128: 1.0, 256: 1.25, 512: 1.51}
 
 
 def steps_per_epoch(n: int, batch_size: int) -> int:

@@ -19,15 +19,17 @@ from repro_lib.papers.yun2022 import grids
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 #: cpu plans that do not keep the rules yet, and why; each must still break one (so the entry goes when fixed)
 PENDING = {
-    "yun2022_table1": "4 and 8 steps per epoch at B = 128; B = 32 keeps the rule (about 38 minutes estimated)",
-    "yun2022_table6": "8 steps per epoch at B = 128; B = 64 keeps the rule (Table 2's shrink)",
-    "yun2022_table5": "2-8 steps per epoch in its large-B cells; N = 2,000 with B = 8 ... 128 keeps the rule",
-    "yun2022_table9": "8 steps per epoch at B = 64; B = 32 keeps the rule",
+    "yun2022_section3": "4-8 steps per epoch in combinations 3, 5, 6; N / 25 with B / 8 keeps the rule (~20 min)",
+    "yun2022_table1": "4 and 8 steps per epoch at B = 128; B = 32 keeps the rule but is estimated at ~55 min for both "
+                      "columns (one column, ~18 min)",
+    "yun2022_table6": "8 steps per epoch at B = 128; B = 64 keeps the rule (Table 2's shrink, ~27 min)",
+    "yun2022_table9": "8 steps per epoch at B = 64; B = 32 keeps the rule (~11 min on the 32x32 stand-in)",
+    "yun2022_table5": "2-8 steps per epoch in its large-B cells; N = 2,000 with B = 8 ... 128 keeps the rule but is "
+                      "estimated at ~51 min",
     "yun2022_tables8_10": "DenseNet-100 needs 52 epochs for the first decay to come after one relaxation time of "
-                          "the TF/4 cell: about 60 minutes at N = 500 on 2 threads",
-    "yun2022_section3": "4-8 steps per epoch in combinations 3, 5, 6; N / 25 with B / 8 keeps the rule",
+                          "the TF/4 cell: ~58 min at N = 500",
     "backmatching_vgg": "8 epochs decay after a third of the relaxation time (1-μ)/(2ηλ) = 500 steps; 26 epochs "
-                        "at N = 5,000 keep the rule",
+                        "at N = 5,000 keep the rule (two VGGs x 3 seeds, ~20 min)",
 }
 
 
@@ -124,8 +126,8 @@ def test_cost_model_counts_a_shared_run_once_and_refuses_an_unknown_model():
 @pytest.mark.skipif(not (REPORTS / "runs").exists(), reason="no published store")
 @pytest.mark.parametrize("name", registry.with_plans())
 def test_cost_model_agrees_with_the_published_runs(name):
-    """The estimate of the runs a published cpu notebook trained is within 0.6x-1.6x of their recorded training
-    time (2 threads)."""
+    """The estimate of the runs a published cpu notebook trained is within a factor of 2 of their recorded training
+    time (2 threads; the machine's speed varied about that much between the days the records were made)."""
     plans = registry.plans(name, "cpu", {"dataset": "cifar10-jpeg"})
     cfgs, seconds = [], 0.0
     for c in {c.hash: c for p in plans for c in p.cfg}.values():
@@ -138,7 +140,7 @@ def test_cost_model_agrees_with_the_published_runs(name):
     if len(cfgs) < 5:
         pytest.skip(f"{name}: {len(cfgs)} published runs of the current plan")
     ratio = profiles.estimate_cpu_minutes(pd.DataFrame({"cfg": cfgs})) * 60 / seconds
-    assert 0.6 < ratio < 1.6, f"{name}: estimate / measured = {ratio:.2f}"
+    assert 0.5 < ratio < 2.0, f"{name}: estimate / measured = {ratio:.2f}"
 
 
 def test_the_notebooks_print_the_rules_with_the_grid(tmp_path, capsys):

@@ -92,9 +92,10 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None) -> fl
 #    FC), whose SGD noise and stability limit scale with eta / B rather than with the tuning factor;
 # 3. settling: the first LR decay comes after SETTLE_YELLOW relaxation times of the yellow cells and after one of
 #    every cell, or as many as the paper's own cell has where it has fewer (a paper grid reaching TF/64 has cells
-#    that never settle: they stand for the paper's "too little regularization" side). With coupled L2 the squared weight norm shrinks by (1 - eta*lambda/(1-mu))^2 per step, a time
-#    constant of (1-mu)/(2*eta*lambda) steps = 1/(2*TF) epochs with TF = N*eta*lambda/(B(1-mu)) (Eq. 27): the time
-#    the angular update needs to reach its equilibrium, in epochs independent of how N and B are shrunk;
+#    that never settle: they stand for the paper's "too little regularization" side). With coupled L2 the squared
+#    weight norm shrinks by (1 - eta*lambda/(1-mu))^2 per step, a time constant of (1-mu)/(2*eta*lambda) steps =
+#    1/(2*TF) epochs with TF = N*eta*lambda/(B(1-mu)) (Eq. 27): the time the angular update needs to reach its
+#    equilibrium, in epochs independent of how N and B are shrunk;
 # 4. cost: a notebook's cpu grid trains within CPU_CAP_MINUTES on 2 cores (``estimate_cpu_minutes``).
 MIN_STEPS_PER_EPOCH = 16
 SETTLE_YELLOW = 3.0
@@ -138,15 +139,18 @@ def shrink_rules(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) -> 
     ``paper_steps``, ``min_steps``), eta / B (``eta_over_b``, ``paper_eta_over_b``, checked where the net is not
     scale-invariant), the first decay in relaxation times (``settle``, ``paper_settle``, ``min_settle``:
     SETTLE_YELLOW for yellow cells, SETTLE_EVERY otherwise, or the paper cell's own where lower; the paper's protocol
-    comes from ``paper_plan``, without which only these thresholds apply) and ``breaks`` (the rules a row breaks, in words; "" when none).
+    comes from ``paper_plan``, without which only these thresholds apply) and ``breaks`` (a tuple of the rules a row
+    breaks, in words; empty when none).
 
     The paper's cell comes from the plan's ``paper_n``, ``paper_batch_size``, ``paper_lr`` columns (a paper table's
     grid) or else from ``paper_plan``: the row of its first seed with the same values in the columns both plans
     share (labels such as ``model``, ``method``, ``schedule``); a row without one is a ``ValueError``."""
+    from .angular import tuning_factor
+
     rows = plan
     if "paper_n" in plan and "paper_batch_size" in plan:
         decay = None if paper_plan is None else first_decay_epoch(paper_plan.cfg.iloc[0])  # one protocol per table
-        paper = [(int(n), int(b), float(lr), n * lr * wd / (b * (1 - c.momentum)), decay) for n, b, lr, wd, c in
+        paper = [(int(n), int(b), float(lr), tuning_factor(n, b, lr, wd, c.momentum), decay) for n, b, lr, wd, c in
                  zip(plan.paper_n, plan.paper_batch_size, plan.paper_lr, plan.paper_weight_decay, plan.cfg)]
     else:
         if paper_plan is None:
@@ -181,14 +185,18 @@ def shrink_rules(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) -> 
                         steps=steps, paper_steps=paper_steps, min_steps=need,
                         eta_over_b=cfg.lr / cfg.batch_size, paper_eta_over_b=plr / pb,
                         first_decay=decay, settle=settle, paper_settle=paper_settle, min_settle=need_settle,
-                        breaks="; ".join(breaks)))
+                        breaks=tuple(breaks)))
     return pd.DataFrame(out)
+
+
+def distinct_breaks(rules: pd.DataFrame) -> list[str]:
+    """The distinct rule breaks in a :func:`shrink_rules` table, each once, sorted; [] when every row keeps them."""
+    return sorted({b for row in rules["breaks"] for b in row})
 
 
 def shrink_breaks(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) -> list[str]:
     """The distinct rule breaks of ``plan`` (:func:`shrink_rules`), each once; [] when the shrink keeps them all."""
-    rules = shrink_rules(plan, paper_plan)
-    return sorted({b for s in rules["breaks"] if s for b in s.split("; ")})
+    return distinct_breaks(shrink_rules(plan, paper_plan))
 
 
 def estimate_cpu_minutes(plans) -> float:

@@ -96,11 +96,11 @@ def shrink_text(plan: pd.DataFrame, paper_plan: pd.DataFrame) -> str:
         parts.append(f"N = {_span(plan.n)} images instead of {_span(plan.paper_n)}")
     if "paper_batch_size" in plan and sorted(plan.batch_size.unique()) != sorted(plan.paper_batch_size.unique()):
         parts.append(f"B = {_span(plan.batch_size)} instead of {_span(plan.paper_batch_size)}")
-    steps = [math.ceil(c.n / c.batch_size) for c in plan.cfg]
+    steps = [profiles.steps_per_epoch(c.n, c.batch_size) for c in plan.cfg]
     if "paper_n" in plan and "paper_batch_size" in plan:  # the paper's columns these runs stand for
-        paper_steps = [math.ceil(n / b) for n, b in zip(plan.paper_n, plan.paper_batch_size)]
+        paper_steps = [profiles.steps_per_epoch(n, b) for n, b in zip(plan.paper_n, plan.paper_batch_size)]
     else:
-        paper_steps = [math.ceil(c.n / c.batch_size) for c in paper_plan.cfg]
+        paper_steps = [profiles.steps_per_epoch(c.n, c.batch_size) for c in paper_plan.cfg]
     if sorted(set(steps)) != sorted(set(paper_steps)):
         parts.append(f"{_span(steps)} steps per epoch instead of {_span(paper_steps)}")
     if ours.dataset != paper.dataset or getattr(ours, "synthetic", False):
@@ -121,7 +121,7 @@ def rules_text(plan: pd.DataFrame, paper_plan: pd.DataFrame) -> str:
              + f"{r.settle.min():.1f} at least in every cell (at least {profiles.SETTLE_EVERY:g})"]
     if not plan.cfg.iloc[0].scale_invariant:
         parts.append(f"η/B {_span(r.eta_over_b, '.3g')} (paper {_span(r.paper_eta_over_b, '.3g')})")
-    broken = sorted({b for s in r.breaks if s for b in s.split("; ")})
+    broken = profiles.distinct_breaks(r)
     return ("shrink rules: " + "; ".join(parts) + (f" -- BROKEN: {'; '.join(broken)}" if broken else " -- kept"))
 
 
@@ -227,8 +227,10 @@ class YunTables:
                       + (", in these cells:" if held.any() else ""))
                 if held.any():
                     print("  " + grid(plan[held]).to_string(index=False).replace("\n", "\n  "))
-            print("  " + rules_text(plan, get(name).plan("paper")))
-            gpu_h = {p: profiles.estimate_gpu_hours(get(name).plan(p)) for p in ("gpu", "paper")}
+            paper = get(name).plan("paper")
+            print("  " + rules_text(plan, paper))
+            gpu_h = {"gpu": profiles.estimate_gpu_hours(get(name).plan("gpu")),
+                     "paper": profiles.estimate_gpu_hours(paper)}
             print(f"  estimated GPU-hours (measured H200 rates, benchmarks/README.md): this profile "
                   f"{profiles.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}"
                   + (f"; estimated training minutes on 2 CPU threads: {profiles.estimate_cpu_minutes(plan):.0f}"
@@ -305,11 +307,12 @@ class YunTables:
         paper = pd.to_numeric(res.loc[res.yellow.astype(bool), "paper_accuracy"], errors="coerce").dropna()
         if len(ours) and len(paper):
             text += f" The yellow cells reach {_span(ours, '.1f')} % here, {_span(paper, '.1f')} % in the paper."
-        shrink = shrink_text(self.plans[name], get(name).plan("paper"))
+        paper_plan = get(name).plan("paper")
+        shrink = shrink_text(self.plans[name], paper_plan)
         if shrink:
             text += (f" The gap is expected: these runs differ from the paper's protocol in {shrink}; the claim is "
                      f"about where the optimum lies, not about the accuracy.")
-        breaks = profiles.shrink_breaks(self.plans[name], get(name).plan("paper"))
+        breaks = profiles.shrink_breaks(self.plans[name], paper_plan)
         if breaks and self.profile != "paper":
             text += (f" This profile's shrink does not keep the paper's dynamics ({'; '.join(breaks)}; "
                      f"`repro_lib.profiles.shrink_rules`): its verdicts may test the shrink rather than the claim.")

@@ -89,7 +89,9 @@ def test_patterns_spare_legitimate_text(text):
     assert not offences(text), offences(text)
 
 
-def test_readme_results_block_is_delimited_once():
+@pytest.mark.parametrize("block", ["results", "costs"])
+def test_readme_generated_blocks_are_delimited_once(block):
     text = (ROOT / "README.md").read_text()
-    assert text.count("<!-- results:begin -->") == 1 and text.count("<!-- results:end -->") == 1
-    assert text.index("<!-- results:begin -->") < text.index("<!-- results:end -->")
+    begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+    assert text.count(begin) == 1 and text.count(end) == 1
+    assert text.index(begin) < text.index(end)

@@ -18,6 +18,8 @@ def test_readme_results_table_is_generated_from_the_committed_store(monkeypatch)
     monkeypatch.chdir(ROOT)  # links in the table are relative to the repository root
     assert publish.readme_results("README.md") == publish.readme_block("reports"), (
         "README results block is out of date: run `python -m repro_lib summary reports --readme README.md`")
+    assert publish.readme_current("README.md", "reports"), (
+        "README cost table is out of date: run `python -m repro_lib summary reports --readme README.md`")
 
 
 def test_every_published_notebook_has_its_runs_in_the_store():

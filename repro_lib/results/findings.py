@@ -165,6 +165,13 @@ def judge(holds: bool | None, beyond_noise: bool, seeds: int = MIN_SEEDS, real_d
     return "no", ""
 
 
+def word_counts(words, mark: str = "", none: str = "no claim") -> str:
+    """"holds 2, undecided 4" in the order of :data:`VERDICTS` (words that do not occur left out; ``none`` when no
+    word occurs); ``mark`` wraps each word (``"*"``: Markdown italics)."""
+    words = list(words)
+    return ", ".join(f"{mark}{w}{mark} {words.count(w)}" for w in VERDICTS if w in words) or none
+
+
 def verdict_words(word: str, reason: str = "", detail: str = "") -> str:
     """A verdict as published: "holds: +1.20 (noise 0.90)", "undecided (1 seed on real images, 3 needed): …"."""
     if word not in VERDICTS:

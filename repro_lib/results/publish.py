@@ -25,7 +25,7 @@ import os
 import re
 from pathlib import Path
 
-from .findings import VERDICTS, seed_range
+from .findings import VERDICTS, seed_range, word_counts
 
 #: the display id of the result shown under a notebook's claim (:func:`result_first`, filled by :func:`record_claims`)
 RESULT_ID = "repro-lib-result"
@@ -88,7 +88,7 @@ def result_markdown(rows: list[dict]) -> str:
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     data = sorted({r["data"] for r in rows if r.get("data")})
     words = [verdict_word(r["verdict"]) for r in ran]
-    counted = ", ".join(f"*{w}* {words.count(w)}" for w in VERDICTS if w in words)
+    counted = word_counts(words, mark="*", none="")
     said = (f" Of {len(ran)} claim{'s' if len(ran) != 1 else ''} checked: {counted}." if counted else "")
     out = [f"**Result** ({'; '.join(data) or 'see below'}; computed from this notebook's runs).{said}", ""]
     out += lines if ran else ["No claim has a run behind it yet."]
@@ -208,26 +208,47 @@ def readme_block(reports: str | os.PathLike = "reports") -> str:
             f"{summary(reports)}\n{END}")
 
 
+def _blocks(reports) -> list[tuple[str, str, str]]:
+    """The README's generated blocks: (begin marker, end marker, content) for the results and the cost table."""
+    from . import costs
+
+    return [(BEGIN, END, readme_block(reports)), (costs.BEGIN, costs.END, costs.cost_block(reports))]
+
+
 def update_readme(readme: str | os.PathLike = "README.md", reports: str | os.PathLike = "reports") -> bool:
-    """Replace the README's results block by :func:`readme_block`; True if the file changed."""
+    """Replace the README's results block by :func:`readme_block` and, where the README has one, its cost block by
+    ``costs.cost_block``; True if the file changed."""
     path = Path(readme)
     text = path.read_text()
     if BEGIN not in text or END not in text:
         raise ValueError(f"{path}: no {BEGIN} ... {END} block to fill")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    new = head + readme_block(reports) + tail
+    new = text
+    for begin, end, block in _blocks(reports):
+        if begin in new and end in new:
+            head, rest = new.split(begin, 1)
+            new = head + block + rest.split(end, 1)[1]
     if new != text:
         path.write_text(new)
     return new != text
 
 
+def readme_block_of(readme: str | os.PathLike, begin: str, end: str) -> str:
+    """The README's block between ``begin`` and ``end`` (markers included); ``ValueError`` without one."""
+    text = Path(readme).read_text()
+    if begin not in text or end not in text:
+        raise ValueError(f"{readme}: no {begin} ... {end} block")
+    return begin + text.split(begin, 1)[1].split(end, 1)[0] + end
+
+
 def readme_results(readme: str | os.PathLike = "README.md") -> str:
     """The README's current results block (markers included)."""
+    return readme_block_of(readme, BEGIN, END)
+
+
+def readme_current(readme: str | os.PathLike = "README.md", reports: str | os.PathLike = "reports") -> bool:
+    """Whether every generated block the README has (results; costs where present) is what ``reports`` gives."""
     text = Path(readme).read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{readme}: no {BEGIN} ... {END} block")
-    return BEGIN + text.split(BEGIN, 1)[1].split(END, 1)[0] + END
+    return all(readme_block_of(readme, b, e) == block for b, e, block in _blocks(reports) if b in text and e in text)
 
 
 def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:
@@ -321,8 +342,8 @@ def main(argv=None) -> int:
         print(summary(args.reports))
         return 0
     if args.check:
-        current = readme_results(args.readme) == readme_block(args.reports)
-        print("README results are current" if current else f"{args.readme}: results block is out of date; run "
+        current = readme_current(args.readme, args.reports)
+        print("README results are current" if current else f"{args.readme}: a generated block is out of date; run "
               f"`python -m repro_lib summary {args.reports} --readme {args.readme}`")
         return 0 if current else 1
     changed = update_readme(args.readme, args.reports)

@@ -61,10 +61,7 @@ def judged_contrasts(con: pd.DataFrame, seeds: Mapping[str, int], real_data: boo
     return out.drop(columns=["verdict"]).join(extra)
 
 
-def word_counts(words) -> str:
-    """"holds 2, undecided 4" in the order of ``findings.VERDICTS`` (words that do not occur left out)."""
-    words = list(words)
-    return ", ".join(f"{w} {words.count(w)}" for w in findings.VERDICTS if w in words) or "no claim"
+word_counts = findings.word_counts  # "holds 2, undecided 4" (the notebooks call it as R.word_counts)
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -144,11 +144,11 @@ def test_plan_only_lists_the_queue(capsys):
     out = capsys.readouterr().out
     assert cli(["window", "--plan-only", "--store", ""]) == 0  # python -m repro_lib window: the same call
     assert capsys.readouterr().out == out
-    for label, runs in (("table1 (a) N=3125", 21), ("table1 (b)+(c) N=3125", 36), ("table1 (a) N=6250", 21),
-                        ("table2 (a)-(c) N=3125", 57)):
+    for label, runs in (("table1 (a) N=3125", 21), ("table1 (a) bf16 check", 6),
+                        ("table1 (b)+(c) N=3125", 36), ("table1 (a) N=6250", 21), ("table2 (a)-(c) N=3125", 57)):
         line = next(x for x in out.splitlines() if x.startswith(label))
         assert int(line[len(label):].split()[0]) == runs
-    assert next(x for x in out.splitlines() if x.startswith("total")).split()[1] == "135"
+    assert next(x for x in out.splitlines() if x.startswith("total")).split()[1] == "141"
 
 
 def test_the_stop_goes_through_the_clock_hook(carried, tmp_path, monkeypatch):

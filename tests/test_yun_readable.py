@@ -40,6 +40,37 @@ def test_cross_check_sets_both_implementations_beside_the_paper():
     assert "nothing to compare" in tn.cross_check_text(pd.DataFrame())
 
 
+def test_precision_check_sets_bf16_beside_fp32_per_cell():
+    fp32 = _sweep()  # seed sd 0.25 (η = 3.2) and 0.50 (η = 0.8)
+    close = _sweep(accs=((74.3, 74.1, 74.6), (69.8, 69.2, 70.1)))  # means +0.10, +0.20: within the larger sd
+    pc = tn.precision_check(fp32, close)
+    assert list(pc["η"]) == ["3.2", "0.8"] and list(pc["seeds (bf16)"]) == [3, 3] and pc.agree.all()
+    assert pc.difference.round(2).tolist() == [0.10, 0.20] and pc.spread.round(2).tolist() == [0.25, 0.50]
+    assert "Every cell agrees" in tn.precision_check_text(pc, close)
+    far = tn.precision_check(fp32, _sweep(accs=((72.0, 72.4, 72.2), (69.0, 70.0, 69.5))))  # η = 3.2 two points low
+    assert far.agree.tolist() == [False, True] and "1 of 2 cells differ" in tn.precision_check_text(far, close)
+    part = close[close.seed < 2]  # two seeds per cell: decided, but not the whole check
+    assert "not complete" in tn.precision_check_text(tn.precision_check(fp32, part), close)
+    one = tn.precision_check(fp32, close[close.seed == 0])  # one seed: no sd, nothing decided
+    assert one.agree.isna().all() and "No cell has two finished seeds" in tn.precision_check_text(one, close)
+    assert "0 of 6 runs" in tn.precision_check_text(tn.precision_check(fp32, close.assign(status="missing")), close)
+    assert "does not run" in tn.precision_check_text(tn.precision_check(fp32, None), None)
+
+
+def test_precision_check_runs_are_the_fp32_cells_in_bf16():
+    from repro_lib.papers.yun2022 import grids
+
+    bf16 = grids.queue_plan(grids.PRECISION_CHECK, dataset="cifar10-jpeg")
+    fp32 = grids.queue_plan("table1 (a) N=3125", dataset="cifar10-jpeg")
+    assert len(bf16) == 6 and sorted(set(bf16.paper_lr)) == [0.8, 3.2] and sorted(set(bf16.seed)) == [0, 1, 2]
+    same = fp32[fp32.paper_lr.isin([0.8, 3.2])]
+    for b, f in zip(bf16.cfg, same.cfg):
+        assert b.precision == "bf16" and f.precision == "fp32" and b.hash != f.hash
+        assert b.replace(precision="fp32") == f  # nothing else differs
+    with pytest.raises(ValueError, match="PAPER_QUEUE"):
+        grids.queue_plan("no such item")
+
+
 def test_a_table_of_the_same_runs_gets_no_verdict_of_its_own(tmp_path):
     """At cpu scale Tables 8 and 10 map onto one grid: one measurement, one claim row naming both columns."""
     yun = tn.YunTables("yun2022_tables8_10", ["yun2022_table8", "yun2022_table10"], profile="smoke",

@@ -7,15 +7,19 @@ and goes on with the queue.
 
 **Queue** (``repro_lib.papers.registry.window_queue``, defined in ``repro_lib.papers.yun2022.grids``:
 ``PAPER_QUEUE``; in this order; the ``paper`` profile of ``grids.get("yun2022_table1")`` / ``"yun2022_table2"``,
-``Experiment.plan("paper", seeds=(0, 1, 2), dataset="cifar10-jpeg")`` filtered on ``subtable`` and ``paper_n``:
+``Experiment.plan("paper", seeds=(0, 1, 2), dataset="cifar10-jpeg")`` filtered on ``subtable``, ``paper_n`` and, for
+the bf16 check, ``paper_lr`` (``grids.queue_plan``):
 scale-invariant ResNet-18 width 64, ghost BN 64, B = 128, 300 epochs, LR /10 at 150 and 225, coupled L2 weight
 decay, fp32, CUDA graphs, the full test set; ``cifar10-jpeg`` is a stand-in, never CIFAR-10):
 
 1. Table 1 (a), column N = 3,125 (21 runs);
-2. Table 1 (b) and (c), N = 3,125 (36 runs: their base row LR 0.1, WD 1e-4 is (a)'s, the same content hash,
+2. the bf16 check of that column (``grids.PRECISION_CHECK``): its η = 3.2 and η = 0.8 cells in bf16 autocast with
+   fp32 master weights, seeds 0-2 (6 runs, their own hashes), to be set beside the fp32 runs before any later
+   window trains in bf16;
+3. Table 1 (b) and (c), N = 3,125 (36 runs: their base row LR 0.1, WD 1e-4 is (a)'s, the same content hash,
    trained once);
-3. Table 1 (a), N = 6,250 (21 runs);
-4. Table 2 (plain SGD), sub-tables (a)-(c), N = 3,125 (57 runs).
+4. Table 1 (a), N = 6,250 (21 runs);
+5. Table 2 (plain SGD), sub-tables (a)-(c), N = 3,125 (57 runs).
 
 **Groups.** The pending runs are taken in queue order; those that ``batched.fit_many`` can stack (equal
 ``batched.SHARED_FIELDS``: N, B, epochs, ...) are trained together, at most the profile's ``max_members`` and the

@@ -193,7 +193,8 @@ def _register(e: Experiment) -> Experiment:
 # yellow cell has two paper cells on either side), LR ×25 so every cell keeps the paper's tuning factor; sub-table
 # (a), the five LR rows x1/4 ... x4 around the yellow cell; 3 seeds; width 8; 100 epochs (20 epochs never reach
 # the equilibrium angular update at this scale, 100 epochs at N = 1000 do). At B = 128 these columns take 4 and 8
-# steps per epoch, fewer than the shrink rules' 16 (tests/test_shrink_rules.py PENDING).
+# steps per epoch, fewer than the shrink rules' 16 (B /4 with 60 epochs keeps them: tests/test_shrink_rules.py
+# PENDING).
 _register(Experiment(
     table="yun2022_table1",
     profiles={
@@ -231,17 +232,18 @@ def section3_cells() -> pd.DataFrame:
     return cells
 
 
-# Yun et al. 2022, Sec. 3.2 (Figs 1-2). cpu: N /50, B /4 (LR ×12.5 keeps every tuning factor), two searched values
-# per combination -- the one at the paper's tuning factor 10/128 and the one at a quarter of it --, width 8, 60 epochs.
-# Combinations 3, 5 and 6 then take 4, 8 and 4 steps per epoch, fewer than the shrink rules' 16 (N /25 with B /8
-# keeps them: tests/test_shrink_rules.py PENDING).
+# Yun et al. 2022, Sec. 3.2 (Figs 1-2). cpu: N /25, B /8 (LR x3.125 keeps every tuning factor; combination 3, the
+# smallest count, takes 2000 / 128 = 16 steps per epoch, the shrink rules' floor), two searched values per
+# combination -- the one at the paper's tuning factor 10/128 and the one at a quarter of it --, width 8, 60 epochs
+# (the first decay after 4.7 relaxation times 1/(2 TF) of the yellow value, 1.2 of the quarter one). One seed: its
+# verdicts stay undecided (three seeds are estimated at ~60 min, over the cpu cap).
 _register(Experiment(
     table="yun2022_section3", cells_fn=section3_cells,
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 4,
                         tuning_factor_band=(10 / 128 / 2, 10 / 128)),
         "cpu": Shrink(overrides=dict(width=8, num_epochs=60, n_test=2000, eval_every=10, dataset="cifar10"),
-                      seeds=(0,), n_scale=1 / 50, b_scale=1 / 4, tuning_factors=(10 / 128 / 4, 10 / 128)),
+                      seeds=(0,), n_scale=1 / 25, b_scale=1 / 8, tuning_factors=(10 / 128 / 4, 10 / 128)),
         "gpu": _gpu(100),
         "paper": _paper(),
     }))
@@ -292,7 +294,7 @@ for _name, _lrs in (("yun2022_table3", (0.4,)), ("yun2022_table4", (4,))):
 # cpu: N 25000 /25 (1000), B /4 (32 ... 512), LR x6.25; the column's five B cells x1/4 ... x4 in tuning factor
 # around the yellow B = 512 (B 128 ... 2048 in the paper); 3 seeds; 80 epochs: 15 x 1000 x 80 = 1.2M image-epochs.
 # Its B = 128 ... 512 cells take 8, 4 and 2 steps per epoch, fewer than the shrink rules ask for (the paper's
-# 49, 25, 13): tests/test_shrink_rules.py PENDING.
+# 49, 25, 13; N and B both /16 with 52 epochs keep them: tests/test_shrink_rules.py PENDING).
 _register(Experiment(
     table="yun2022_table5",
     profiles={
@@ -304,14 +306,14 @@ _register(Experiment(
     }))
 
 # Table 6: as Table 1 (B = 128, N grid) with the cosine LR schedule (the CSV's schedule column). cpu: one column,
-# N 25000 /25 (1000 images), LR x25, five LR rows around the yellow one, 3 seeds, 100 epochs. At B = 128 that is 8
-# steps per epoch, fewer than the shrink rules' 16 (B /2 keeps them: tests/test_shrink_rules.py PENDING).
+# N 25000 /25 (1000 images), B /2 (64: 16 steps per epoch, the shrink rules' floor -- Table 2's shrink), LR x12.5,
+# five LR rows around the yellow one, 3 seeds, 100 epochs.
 _register(Experiment(
     table="yun2022_table6",
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100,
                         keep={"subtable": ("a",), "n": (25000, 50000), "row": (5, 6)}),
-        "cpu": _cpu(100, n_scale=1 / 25, keep={"subtable": ("a",), "n": (25000,)}),
+        "cpu": _cpu(100, n_scale=1 / 25, b_scale=1 / 2, keep={"subtable": ("a",), "n": (25000,)}),
         "gpu": _gpu(),
         "paper": _paper(),
     }))
@@ -379,15 +381,14 @@ _register(Experiment(
 
 # Table 9: scale-invariant ResNet-18 on Tiny ImageNet (200 classes, 64x64), B = 256, N in {12500 ... 100000},
 # 120 epochs, LR /10 at 60 and 90; yellow tuning factor 5/32. Every profile trains on Tiny ImageNet (a folder:
-# see data.DATASETS). cpu: N 50000 /100 (500), B /4 (64), LR x25, (a) rows LR 0.2 ... 3.2 (x1/4 ... x4 around the
-# yellow LR 0.8), 3 seeds, 60 epochs: 15 x 500 x 60 = 0.45M image-epochs (64x64 images cost 4x). That is 8 steps per
-# epoch, fewer than the shrink rules' 16 (B /8 keeps them: tests/test_shrink_rules.py PENDING).
+# see data.DATASETS). cpu: N 50000 /100 (500), B /8 (32: 16 steps per epoch, the shrink rules' floor), LR x12.5,
+# (a) rows LR 0.2 ... 3.2 (x1/4 ... x4 around the yellow LR 0.8; ours 2.5 ... 40), 3 seeds, 60 epochs: 15 x 500 x 60 = 0.45M image-epochs (64x64 images cost 4x).
 _register(Experiment(
     table="yun2022_table9",
     profiles={
         "smoke": Shrink(overrides=dict(_SMOKE, num_epochs=2), seeds=(0,), n_scale=1 / 400, b_scale=1 / 4,
                         keep={"subtable": ("a",), "n": (100000,), "lr": (0.4, 0.8)}),
-        "cpu": _cpu(60, tf=5 / 32, n_scale=1 / 100, b_scale=1 / 4, overrides=dict(dataset="tiny_imagenet"),
+        "cpu": _cpu(60, tf=5 / 32, n_scale=1 / 100, b_scale=1 / 8, overrides=dict(dataset="tiny_imagenet"),
                     keep={"subtable": ("a",), "n": (50000,)}),
         "gpu": _gpu(40),
         "paper": _paper(),
@@ -423,31 +424,50 @@ def plans(names, profile: str, seed: int = 0, device: str = "auto", dataset: str
 # ``Experiment.plan("paper", seeds=..., dataset=...)`` filtered on ``subtable`` and ``paper_n``. The window reads
 # it through ``repro_lib.papers.registry.window_queue`` (``repro_lib.runs`` imports nothing else of the papers).
 
-#: (label, experiment, sub-tables, paper column N), in training order: Table 1 (a) N = 3,125 (21 runs); Table 1 (b)
-#: and (c) N = 3,125 (36 runs; their base row LR 0.1, WD 1e-4 is (a)'s, the same content hash, trained once);
-#: Table 1 (a) N = 6,250 (21 runs); Table 2 (plain SGD) (a)-(c) N = 3,125 (57 runs)
+#: (label, experiment, sub-tables, paper column N, paper LRs (empty: every row), precision (empty: the profile's,
+#: fp32)), in training order: Table 1 (a) N = 3,125 (21 runs); the bf16 check of that column (6 runs, see
+#: :data:`PRECISION_CHECK`); Table 1 (b) and (c) N = 3,125 (36 runs; their base row LR 0.1, WD 1e-4 is (a)'s, the
+#: same content hash, trained once); Table 1 (a) N = 6,250 (21 runs); Table 2 (plain SGD) (a)-(c) N = 3,125 (57 runs)
 PAPER_QUEUE = (
-    ("table1 (a) N=3125", "yun2022_table1", ("a",), 3125),
-    ("table1 (b)+(c) N=3125", "yun2022_table1", ("b", "c"), 3125),
-    ("table1 (a) N=6250", "yun2022_table1", ("a",), 6250),
-    ("table2 (a)-(c) N=3125", "yun2022_table2", ("a", "b", "c"), 3125),
+    ("table1 (a) N=3125", "yun2022_table1", ("a",), 3125, (), ""),
+    ("table1 (a) bf16 check", "yun2022_table1", ("a",), 3125, (3.2, 0.8), "bf16"),
+    ("table1 (b)+(c) N=3125", "yun2022_table1", ("b", "c"), 3125, (), ""),
+    ("table1 (a) N=6250", "yun2022_table1", ("a",), 6250, (), ""),
+    ("table2 (a)-(c) N=3125", "yun2022_table2", ("a", "b", "c"), 3125, (), ""),
 )
+#: The bf16 check: before the ``paper`` profile trains in bf16 (autocast, fp32 master weights; 1.35-1.6x faster on
+#: an H200, benchmarks/README.md), two cells of Table 1 (a) at N = 3,125 -- η = 3.2 (yellow) and η = 0.8, the cells
+#: an independent implementation also ran -- train in bf16 with the fp32 runs' seeds, and each cell's bf16 mean must
+#: lie within the larger seed sd of the two precisions (``table_notebook.precision_check``). Its own run hashes.
+PRECISION_CHECK = "table1 (a) bf16 check"
 PAPER_QUEUE_SEEDS = (0, 1, 2)
 PAPER_QUEUE_DATASET = "cifar10-jpeg"  # a stand-in, never CIFAR-10
 PAPER_QUEUE_TINY_ROWS = (5, 6)  # the window's smoke size (``--tiny``) keeps the two smallest-LR rows of every sub-table
 
 
+def queue_plan(label: str, profile: str = "paper", seeds=PAPER_QUEUE_SEEDS, tiny: bool = False,
+               **params) -> pd.DataFrame:
+    """The runs of the :data:`PAPER_QUEUE` item ``label``: ``get(name).plan(profile, seeds=seeds, **params)``
+    with the item's precision (where it sets one), restricted to its sub-tables, paper column N and paper LRs
+    (``tiny``: and to the rows :data:`PAPER_QUEUE_TINY_ROWS`). ``params``: RunConfig overrides (e.g. ``dataset``);
+    an unknown label is a ``ValueError``."""
+    items = {item[0]: item for item in PAPER_QUEUE}
+    if label not in items:
+        raise ValueError(f"label: {label!r} is not an item of PAPER_QUEUE ({list(items)})")
+    _, name, subtables, n, lrs, precision = items[label]
+    plan = get(name).plan(profile, seeds=tuple(seeds), **({"precision": precision} if precision else {}), **params)
+    keep = plan["subtable"].isin(subtables) & (plan["paper_n"] == n)
+    if lrs:
+        keep &= plan["paper_lr"].apply(lambda v: any(_same(v, w) for w in lrs))
+    if tiny:
+        keep &= plan["row"].isin(PAPER_QUEUE_TINY_ROWS)
+    return plan[keep]
+
+
 def paper_queue(seeds=PAPER_QUEUE_SEEDS, dataset: str = PAPER_QUEUE_DATASET,
                 tiny: bool = False) -> list[tuple[str, str, pd.DataFrame]]:
     """The GPU window's queue: ``[(label, experiment name, plan), ...]`` in :data:`PAPER_QUEUE` order, each plan
-    ``get(name).plan("paper", seeds=seeds, dataset=dataset)`` restricted to the item's sub-tables and paper column
-    N (``tiny``: and to the rows :data:`PAPER_QUEUE_TINY_ROWS`). Rows shared between items (the same config) are
-    left in; the caller de-duplicates by hash."""
-    out = []
-    for label, name, subtables, n in PAPER_QUEUE:
-        plan = get(name).plan("paper", seeds=tuple(seeds), dataset=dataset)
-        plan = plan[plan["subtable"].isin(subtables) & (plan["paper_n"] == n)]
-        if tiny:
-            plan = plan[plan["row"].isin(PAPER_QUEUE_TINY_ROWS)]
-        out.append((label, name, plan))
-    return out
+    :func:`queue_plan` of the ``paper`` profile on ``dataset`` (an item whose rows ``tiny`` leaves out is empty).
+    Rows shared between items (the same config) are left in; the caller de-duplicates by hash."""
+    return [(label, name, queue_plan(label, seeds=seeds, tiny=tiny, dataset=dataset))
+            for label, name, *_ in PAPER_QUEUE]

@@ -27,7 +27,7 @@ from ...results import publish
 from ...runs import sweep
 from ...store import Store
 from .. import transcribed
-from .grids import get, plans
+from .grids import PRECISION_CHECK, get, plans, queue_plan
 
 
 def grid(plan: pd.DataFrame) -> pd.DataFrame:
@@ -185,6 +185,63 @@ def cross_check_text(cc: pd.DataFrame) -> str:
     return text
 
 
+def precision_check(fp32: pd.DataFrame, bf16: pd.DataFrame | None) -> pd.DataFrame:
+    """The bf16 check (``grids.PRECISION_CHECK``): per cell of the check (η, λ), the fp32 runs' test accuracy
+    (mean ± sd, seeds) beside the bf16 runs' of the same cell and seeds, ``difference`` (bf16 − fp32 mean) against
+    ``spread`` (the larger seed sd of the two), and ``agree`` (|difference| ≤ spread; None with fewer than two
+    finished seeds on a side, where there is no sd). Empty when no bf16 run of the check exists (``bf16`` None:
+    every profile but ``paper``)."""
+    if bf16 is None or bf16.empty or fp32.empty:
+        return pd.DataFrame()
+    keys = ["subtable", "n", "batch_size", "lr", "weight_decay"]
+    done = lambda r: r[r.status == "finished"]  # noqa: E731
+    rows = []
+    for key, b in done(bf16).groupby(keys, sort=False):
+        f = done(fp32)
+        for k, v in zip(keys, key):
+            f = f[f[k] == v]
+        f = f[f.seed.isin(b.seed)]
+        if f.empty:
+            continue
+        sd = max(f.test_acc.std(), b.test_acc.std()) if min(len(f), len(b)) > 1 else float("nan")
+        diff = b.test_acc.mean() - f.test_acc.mean()
+        rows.append({"η": f"{key[3]:g}", "λ": f"{key[4]:g}", "fp32": _mean_sd(f.test_acc), "seeds (fp32)": len(f),
+                     "bf16": _mean_sd(b.test_acc), "seeds (bf16)": len(b), "difference": diff, "spread": sd,
+                     "agree": None if math.isnan(sd) else bool(abs(diff) <= sd)})
+    return pd.DataFrame(rows)
+
+
+def _mean_sd(acc: pd.Series) -> str:
+    return f"{acc.mean():.2f} ± {acc.std():.2f}" if len(acc) > 1 else f"{acc.mean():.2f}"
+
+
+def precision_check_text(pc: pd.DataFrame, runs: pd.DataFrame | None) -> str:
+    """:func:`precision_check` in a sentence: in how many cells bf16 agrees with fp32 (the difference of the means
+    within the larger seed sd), the differences, and what follows for the ``paper`` profile's arithmetic; ``runs``:
+    the check's runs (``YunTables.precision_runs``; None: this profile does not run the check)."""
+    if runs is None:
+        return "This profile does not run the bf16 check (the `paper` profile does)."
+    planned = len(runs)
+    if pc.empty:
+        return ("No bf16 run of the check is in the store yet" + (f" (0 of {planned} runs)" if planned else "")
+                + ": the `paper` profile keeps fp32.")
+    decided = pc[pc.agree.notna()]
+    have = int(pc["seeds (bf16)"].sum())
+    text = (f"bf16 against fp32 ({have}{f' of {planned}' if planned else ''} bf16 runs): the means differ by "
+            + ", ".join(f"{d:+.2f} (η = {e}; larger seed sd {s:.2f})" for d, e, s in
+                        zip(pc.difference, pc["η"], pc.spread)) + ". ")
+    if decided.empty:
+        return text + "No cell has two finished seeds on both sides yet: the `paper` profile keeps fp32."
+    agree = int(decided.agree.astype(bool).sum())
+    if agree == len(pc) and have == planned:
+        return text + ("Every cell agrees within the larger seed sd: bf16 gives the same results as fp32 here, and "
+                       "further paper-protocol runs may train in bf16 (their own run hashes, labelled bf16).")
+    if agree < len(decided):
+        return text + (f"{len(decided) - agree} of {len(decided)} cells differ by more than the larger seed sd: the "
+                       "`paper` profile keeps fp32.")
+    return text + "The cells so far agree within the larger seed sd; the check is not complete, so fp32 stays."
+
+
 class YunTables:
     """One Yun et al. notebook's tables: their plans, the output folder ``<results_dir>/<profile>/<notebook>/``
     (created), a printed summary, and the sweep. A bad parameter is a ``ValueError`` naming it, raised here."""
@@ -197,6 +254,7 @@ class YunTables:
                            precision=precision, cuda_graphs=cuda_graphs)
         self.out_dir = Path(results_dir) / profile / notebook
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.seed, self.device, self.dataset = seed, device, dataset
         self._found: dict[str, pd.DataFrame] = {}
         self._claims: dict[str, list[dict]] = {}  # table name -> its claim rows
         self._hashes: dict[str, set] = {}  # table name -> the store hashes of its runs
@@ -255,6 +313,24 @@ class YunTables:
             r.drop(columns=["cfg", "history"]).to_csv(self.out_dir / runs_csv.format(name=name), index=False)
             results[name] = r
         return results
+
+    def precision_runs(self, data_root: str = "", download: bool = False, collect: bool = False,
+                       runs_csv: str = "precision_check_runs.csv") -> pd.DataFrame | None:
+        """The bf16 check's runs (``grids.PRECISION_CHECK``: Table 1 (a), N = 3,125, η = 3.2 and 0.8 in bf16, the
+        profile's seeds offset by ``seed``), trained like :meth:`run` (``collect``: read from the store, absent ones
+        "missing") and written to ``runs_csv``; None outside the ``paper`` profile, the only one that runs it."""
+        if self.profile != "paper":
+            return None
+        seeds = [self.seed + s for s in get("yun2022_table1").profiles["paper"].seeds]
+        plan = queue_plan(PRECISION_CHECK, seeds=seeds, device=self.device,
+                          **({"dataset": self.dataset} if self.dataset else {}))
+        if not collect:
+            data.require_for(list(plan.cfg), data_root or None, download)
+        r = sweep.run_sweep(plan, Store(self.results_dir), data_root=data_root or None, download=download,
+                            progress=True, max_members=plan.attrs.get("max_members", 1), collect=collect)
+        print("bf16 check", r.status.value_counts().to_dict(), f"train time {r.seconds.sum():.0f} s")
+        r.drop(columns=["cfg", "history"]).to_csv(self.out_dir / runs_csv, index=False)
+        return r
 
     # ------------------------------------------------------------------------------------------- findings
     def findings(self, results: pd.DataFrame, name: str, col: str, claim: str, item: str) -> pd.DataFrame:

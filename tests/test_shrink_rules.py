@@ -19,17 +19,12 @@ from repro_lib.papers.yun2022 import grids
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 #: cpu plans that do not keep the rules yet, and why; each must still break one (so the entry goes when fixed)
 PENDING = {
-    "yun2022_section3": "4-8 steps per epoch in combinations 3, 5, 6; N / 25 with B / 8 keeps the rule (~20 min)",
-    "yun2022_table1": "4 and 8 steps per epoch at B = 128; B = 32 keeps the rule but is estimated at ~55 min for both "
-                      "columns (one column, ~18 min)",
-    "yun2022_table6": "8 steps per epoch at B = 128; B = 64 keeps the rule (Table 2's shrink, ~27 min)",
-    "yun2022_table9": "8 steps per epoch at B = 64; B = 32 keeps the rule (~11 min on the 32x32 stand-in)",
-    "yun2022_table5": "2-8 steps per epoch in its large-B cells; N = 2,000 with B = 8 ... 128 keeps the rule but is "
-                      "estimated at ~51 min",
+    "yun2022_table1": "4 and 8 steps per epoch at B = 128; B / 4 (32) with 60 epochs keeps the rules for both columns "
+                      "(~33 min estimated)",
+    "yun2022_table5": "2-8 steps per epoch in its large-B cells; N and B both / 16 (N = 1,562, B = 8 ... 128: the "
+                      "paper's own steps per epoch) with 52 epochs keeps the rules (~34 min estimated)",
     "yun2022_tables8_10": "DenseNet-100 needs 52 epochs for the first decay to come after one relaxation time of "
                           "the TF/4 cell: ~58 min at N = 500",
-    "backmatching_vgg": "8 epochs decay after a third of the relaxation time (1-μ)/(2ηλ) = 500 steps; 26 epochs "
-                        "at N = 5,000 keep the rule (two VGGs x 3 seeds, ~20 min)",
 }
 
 

@@ -151,7 +151,8 @@ def found(results: pd.DataFrame, claims: list[dict], paper_cfg, data_label: str)
     seeds = int(ok.groupby(["paper_dataset", "model", "method"]).size().min())
     ranks = med.rank(axis=1, ascending=False)[OURS] if OURS in med else pd.Series(dtype=float)
     leaders = med.idxmax(axis=1).map(METHOD_NAMES).value_counts()
-    out = [f"These runs train the four VGGs at width {cfg.width} (paper profile: {paper_cfg.width}) on {cfg.n:,} "
+    models = [MODEL_NAMES.get(m, m) for m in dict.fromkeys(results["model"])]
+    out = [f"These runs train {' and '.join(models) if len(models) < 3 else ', '.join(models)} at width {cfg.width} (paper profile: {paper_cfg.width}) on {cfg.n:,} "
            f"training images ({data_label}) for {cfg.num_epochs} epochs (paper profile: {paper_cfg.num_epochs}), "
            f"{seeds} seed{'s' if seeds != 1 else ''} per cell; their accuracies range over {med.min().min():.1f}–"
            f"{med.max().max():.1f} % against the paper's {paper.min().min():.1f}–{paper.max().max():.1f} %."]
@@ -162,7 +163,7 @@ def found(results: pd.DataFrame, claims: list[dict], paper_cfg, data_label: str)
                    f"({', '.join(f'{k} best on {v}' for k, v in leaders.items())}); its mean margin is "
                    + ", ".join(f"{ms[m]:+.2f} over {METHOD_NAMES[m]} (paper {ps[m]:+.2f})" for m in ms) + ".")
     words = [c["word"] for c in claims]
-    counts = ", ".join(f"{w} {words.count(w)}" for w in findings.VERDICTS if w in words)
+    counts = findings.word_counts(words, none="")
     reasons = sorted({c["verdict"].split(":")[0].split(" (", 1)[1].rstrip(")") for c in claims
                       if c["word"] == "undecided" and " (" in c["verdict"].split(":")[0]})
     noise = [c["noise"] for c in claims if math.isfinite(c.get("noise", math.nan))]

@@ -17,6 +17,8 @@ import json
 import os
 from pathlib import Path
 
+from .executed import notebook_parameters
+
 BEGIN, END = "<!-- costs:begin -->", "<!-- costs:end -->"
 COLUMNS = ("notebook", "reproduces", "`cpu` runs", "image-epochs", "estimated min", "trained min (records)",
            "`gpu` / `paper` GPU-hours (one H200, estimated)")
@@ -43,7 +45,6 @@ def cost_rows(reports: str | os.PathLike = "reports") -> list[dict]:
     ``gpu_hours`` / ``paper_hours`` (None where the cost model has no rate for the network)."""
     from .. import profiles
     from ..papers import registry
-    from .publish import notebook_parameters
 
     root = Path(reports)
     rows = []

@@ -25,6 +25,8 @@ import os
 import re
 from pathlib import Path
 
+from . import costs
+from .executed import notebook_parameters, published_notebooks
 from .findings import VERDICTS, seed_range, word_counts
 
 #: the display id of the result shown under a notebook's claim (:func:`result_first`, filled by :func:`record_claims`)
@@ -115,18 +117,6 @@ def _jsonable(v):
     return str(v)
 
 
-def published_notebooks(reports: str | os.PathLike = "reports") -> list[Path]:
-    """Every executed notebook under ``reports/<profile>/``, sorted."""
-    root = Path(reports)
-    return sorted(p for p in root.glob("*/*.ipynb") if p.parent.name != "runs")
-
-
-def notebook_parameters(executed: str | os.PathLike) -> dict:
-    """The parameters an executed notebook ran with (papermill's record in its metadata)."""
-    nb = json.loads(Path(executed).read_text())
-    return dict(nb.get("metadata", {}).get("papermill", {}).get("parameters", {}))
-
-
 def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
     """One dict per claim of every published notebook (``claims.json`` beside it), with the profile and the link
     to the executed notebook (relative to the repository root); a published notebook without claims gets one row
@@ -210,8 +200,6 @@ def readme_block(reports: str | os.PathLike = "reports") -> str:
 
 def _blocks(reports) -> list[tuple[str, str, str]]:
     """The README's generated blocks: (begin marker, end marker, content) for the results and the cost table."""
-    from . import costs
-
     return [(BEGIN, END, readme_block(reports)), (costs.BEGIN, costs.END, costs.cost_block(reports))]
 
 

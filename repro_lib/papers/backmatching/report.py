@@ -152,7 +152,8 @@ def found(results: pd.DataFrame, claims: list[dict], paper_cfg, data_label: str)
     ranks = med.rank(axis=1, ascending=False)[OURS] if OURS in med else pd.Series(dtype=float)
     leaders = med.idxmax(axis=1).map(METHOD_NAMES).value_counts()
     models = [MODEL_NAMES.get(m, m) for m in dict.fromkeys(results["model"])]
-    out = [f"These runs train {' and '.join(models) if len(models) < 3 else ', '.join(models)} at width {cfg.width} (paper profile: {paper_cfg.width}) on {cfg.n:,} "
+    nets = " and ".join(models) if len(models) < 3 else ", ".join(models)
+    out = [f"These runs train {nets} at width {cfg.width} (paper profile: {paper_cfg.width}) on {cfg.n:,} "
            f"training images ({data_label}) for {cfg.num_epochs} epochs (paper profile: {paper_cfg.num_epochs}), "
            f"{seeds} seed{'s' if seeds != 1 else ''} per cell; their accuracies range over {med.min().min():.1f}–"
            f"{med.max().max():.1f} % against the paper's {paper.min().min():.1f}–{paper.max().max():.1f} %."]

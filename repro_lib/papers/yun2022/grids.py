@@ -382,7 +382,8 @@ _register(Experiment(
 # Table 9: scale-invariant ResNet-18 on Tiny ImageNet (200 classes, 64x64), B = 256, N in {12500 ... 100000},
 # 120 epochs, LR /10 at 60 and 90; yellow tuning factor 5/32. Every profile trains on Tiny ImageNet (a folder:
 # see data.DATASETS). cpu: N 50000 /100 (500), B /8 (32: 16 steps per epoch, the shrink rules' floor), LR x12.5,
-# (a) rows LR 0.2 ... 3.2 (x1/4 ... x4 around the yellow LR 0.8; ours 2.5 ... 40), 3 seeds, 60 epochs: 15 x 500 x 60 = 0.45M image-epochs (64x64 images cost 4x).
+# (a) rows LR 0.2 ... 3.2 (x1/4 ... x4 around the yellow LR 0.8; ours 2.5 ... 40), 3 seeds, 60 epochs:
+# 15 x 500 x 60 = 0.45M image-epochs (64x64 images cost 4x).
 _register(Experiment(
     table="yun2022_table9",
     profiles={

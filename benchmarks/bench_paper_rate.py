@@ -93,7 +93,7 @@ from repro_lib.batched import fit_many  # noqa: E402
 from repro_lib.config import RunConfig  # noqa: E402
 from repro_lib.data import DATASETS  # noqa: E402
 from repro_lib.papers.yun2022 import grids  # noqa: E402
-from repro_lib.store import Store  # noqa: E402
+from repro_lib.store import Store, _write_atomic  # noqa: E402
 from repro_lib.train import fit, load_data  # noqa: E402
 
 T0 = time.monotonic()  # the script's start: the budget counts from here (imports included)
@@ -122,9 +122,7 @@ class Report:
 
     def dump(self) -> None:
         self.data["elapsed_s"] = round(self.elapsed(), 1)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str))
-        os.replace(tmp, self.path)
+        _write_atomic(self.path, json.dumps(self.data, indent=1, default=str))
 
     def add(self, key: str, item: dict) -> None:
         """Append ``item`` to the list ``key`` (rows, skipped, errors)."""

@@ -220,12 +220,15 @@ def update_readme(readme: str | os.PathLike = "README.md", reports: str | os.Pat
     return new != text
 
 
+def _block_of(text: str, begin: str, end: str, where) -> str:
+    if begin not in text or end not in text:
+        raise ValueError(f"{where}: no {begin} ... {end} block")
+    return begin + text.split(begin, 1)[1].split(end, 1)[0] + end
+
+
 def readme_block_of(readme: str | os.PathLike, begin: str, end: str) -> str:
     """The README's block between ``begin`` and ``end`` (markers included); ``ValueError`` without one."""
-    text = Path(readme).read_text()
-    if begin not in text or end not in text:
-        raise ValueError(f"{readme}: no {begin} ... {end} block")
-    return begin + text.split(begin, 1)[1].split(end, 1)[0] + end
+    return _block_of(Path(readme).read_text(), begin, end, readme)
 
 
 def readme_results(readme: str | os.PathLike = "README.md") -> str:
@@ -236,7 +239,7 @@ def readme_results(readme: str | os.PathLike = "README.md") -> str:
 def readme_current(readme: str | os.PathLike = "README.md", reports: str | os.PathLike = "reports") -> bool:
     """Whether every generated block the README has (results; costs where present) is what ``reports`` gives."""
     text = Path(readme).read_text()
-    return all(readme_block_of(readme, b, e) == block for b, e, block in _blocks(reports) if b in text and e in text)
+    return all(_block_of(text, b, e, readme) == block for b, e, block in _blocks(reports) if b in text and e in text)
 
 
 def stale_runs(reports: str | os.PathLike = "reports") -> dict[str, list[str]]:

@@ -95,7 +95,8 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None) -> fl
 #    that never settle: they stand for the paper's "too little regularization" side). With coupled L2 the squared
 #    weight norm shrinks by (1 - eta*lambda/(1-mu))^2 per step, a time constant of (1-mu)/(2*eta*lambda) steps =
 #    1/(2*TF) epochs with TF = N*eta*lambda/(B(1-mu)) (Eq. 27): the time the angular update needs to reach its
-#    equilibrium, in epochs independent of how N and B are shrunk;
+#    equilibrium, in epochs independent of how N and B are shrunk (other weight-decay conventions, SGDP's and the
+#    Adam family's: ``relaxation_tuning_factor``);
 # 4. cost: a notebook's cpu grid trains within CPU_CAP_MINUTES on 2 cores (``estimate_cpu_minutes``).
 MIN_STEPS_PER_EPOCH = 16
 SETTLE_YELLOW = 3.0
@@ -120,6 +121,42 @@ def steps_per_epoch(n: int, batch_size: int) -> int:
 def relaxation_epochs(tuning_factor: float) -> float:
     """The weight norm's (and so the angular update's) relaxation time in epochs, 1 / (2·TF) (see rule 3)."""
     return math.inf if tuning_factor <= 0 else 1 / (2 * tuning_factor)
+
+
+#: the projected optimizers (Heo et al.): decoupled decay scaled by ``wd_ratio`` on the tensors they project
+_PROJECTED = {"sgdp", "adamp"}
+#: the Adam family with decoupled decay: ``w <- w (1 - lr·wd·r)`` per step, no momentum in the shrink
+_DECOUPLED_ADAM = {"adamw", "adamp"}
+
+
+def relaxation_tuning_factor(cfg) -> float:
+    """The TF of ``cfg``'s weight decay on its scale-invariant weights, so that 1/(2·TF) is their squared norm's
+    relaxation time in epochs (rule 3), whatever the optimizer:
+
+    * SGD with coupled L2 and PyTorch momentum (and the other SGD-momentum optimizers of this package):
+      N·η·λ/(B(1−μ)), the tuning factor of Yun et al. Eq. 27;
+    * SGDP: its decoupled shrink ``w(1 − η·λ·r/(1−μ))`` per step, r = ``wd_ratio`` (0.1 unless set) on the tensors
+      it projects, the scale-invariant ones: N·η·λ·r/(B(1−μ));
+    * AdamW / AdamP: ``w(1 − η·λ·r)`` per step (r = 1 for AdamW; AdamP's ``wd_ratio`` on projected tensors):
+      N·η·λ·r/B.
+
+    Adam with coupled L2 has none (its L2 gradient is divided by the second moment): a ``ValueError``."""
+    if cfg.optimizer == "adam" and cfg.weight_decay > 0:
+        raise ValueError("optimizer: Adam with coupled L2 has no relaxation time (its L2 gradient is rescaled)")
+    r = _wd_ratio(cfg) if cfg.optimizer in _PROJECTED else 1.0
+    keep = 1.0 if cfg.optimizer in _DECOUPLED_ADAM else 1 - cfg.momentum
+    return cfg.n * cfg.lr * cfg.weight_decay * r / (cfg.batch_size * keep)  # cfg.tuning_factor's order: same bits
+
+
+def _wd_ratio(cfg) -> float:
+    """``cfg``'s ``wd_ratio`` (``optimizer_kwargs``), else the optimizer's own default."""
+    import inspect
+
+    from .optim import adamp, sgdp
+
+    cls = {"sgdp": sgdp.SGDP, "adamp": adamp.AdamP}[cfg.optimizer]
+    default = inspect.signature(cls.__init__).parameters["wd_ratio"].default
+    return float(dict(cfg.optimizer_kwargs).get("wd_ratio", default))
 
 
 def first_decay_epoch(cfg) -> float | None:
@@ -163,7 +200,7 @@ def shrink_rules(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) -> 
         missing = [tuple(r[k] for k in keys) for _, r in rows.iterrows() if tuple(r[k] for k in keys) not in index]
         if missing or not keys:
             raise ValueError(f"paper_plan: no paper cell for {missing[:3]} (matched on {keys})")
-        paper = [(c.n, c.batch_size, c.lr, c.tuning_factor, first_decay_epoch(c))
+        paper = [(c.n, c.batch_size, c.lr, relaxation_tuning_factor(c), first_decay_epoch(c))
                  for c in (index[tuple(r[k] for k in keys)] for _, r in rows.iterrows())]
     yellow = rows["yellow"].astype(bool).tolist() if "yellow" in rows else [False] * len(rows)
     out = []
@@ -171,7 +208,7 @@ def shrink_rules(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) -> 
         steps, paper_steps = steps_per_epoch(cfg.n, cfg.batch_size), steps_per_epoch(pn, pb)
         need = min(MIN_STEPS_PER_EPOCH, paper_steps)
         decay = first_decay_epoch(cfg)
-        settle = math.inf if decay is None else decay / relaxation_epochs(cfg.tuning_factor)
+        settle = math.inf if decay is None else decay / relaxation_epochs(relaxation_tuning_factor(cfg))
         paper_settle = math.inf if pdecay is None else pdecay / relaxation_epochs(ptf)
         need_settle = min(SETTLE_YELLOW if y else SETTLE_EVERY, paper_settle)
         breaks = []

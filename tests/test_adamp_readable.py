@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from repro_lib.config import RunConfig
 from repro_lib.papers.adamp import report as R
 from repro_lib.papers.adamp import toys as T
 from repro_lib.results import findings, publish
@@ -204,3 +205,60 @@ def test_table_b1_verdict_is_no_only_once_the_scale_variant_score_settled():
     assert undecided.startswith("undecided (against the claim, while the scale-variant score still moved")
     assert R.delta_claims(ours, ref, "d", real_data=True, seeds=3, stats=flat)[0]["verdict"].startswith("no:")
     assert R.delta_claims(ref, ref, "d", real_data=True, seeds=3, stats=moving)[0]["verdict"].startswith("holds")
+
+
+def _cifar_runs(growth: dict, acc: dict, seeds=(0, 1, 2)) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A sweep result and its histories for ``adamp_cifar``: per optimizer and seed, ‖w‖ 1.0 after epoch 1 and
+    1 + growth (+ 0.01 × seed) at the end, test accuracy acc (+ 0.1 × seed)."""
+    res, hist = [], []
+    for opt in growth:
+        for s in seeds:
+            res.append(dict(optimizer=opt, seed=s, hash=f"{opt}{s}", status="finished", test_acc=acc[opt] + 0.1 * s,
+                            seconds=30.0))
+            hist += [dict(optimizer=opt, seed=s, epoch=e, weight_norm=w)
+                     for e, w in ((2, 1.0 + growth[opt] / 2), (1, 1.0), (3, 1.0 + growth[opt] + 0.01 * s))]
+    return pd.DataFrame(res), pd.DataFrame(hist)
+
+
+def test_cifar_runs_summary_and_contrasts_judge_each_pair_against_its_seed_spread():
+    res, hist = _cifar_runs({"sgd": 0.5, "sgdp": 0.02, "adamw": 0.07, "adamp": 0.065},
+                            {"sgd": 31.7, "sgdp": 31.5, "adamw": 20.0, "adamp": 29.4})
+    runs = R.cifar_runs(res, hist)
+    assert runs.set_index(["optimizer", "seed"]).norm_growth[("sgd", 2)] == pytest.approx(0.52)  # last epoch − first
+    summary = R.cifar_summary(runs)
+    assert list(summary.optimizer) == ["sgd", "sgdp", "adamw", "adamp"] and (summary.seeds == 3).all()
+    assert summary.set_index("optimizer").norm_growth_sd["sgd"] == pytest.approx(0.01)
+    assert summary.set_index("optimizer").train_minutes["sgd"] == pytest.approx(1.5)
+    found = R.cifar_contrasts(summary, n_test=10_000).set_index(["name", "a"])
+    assert list(found.index.get_level_values(0)) == ["norm growth"] * 2 + ["test accuracy"] * 2
+    g = found.loc[("norm growth", "adamp")]
+    assert g.noise == pytest.approx(0.01) and g["diff"] == pytest.approx(-0.005)  # the claimed way, inside the spread
+    a = found.loc[("test accuracy", "sgdp")]
+    assert a.noise == pytest.approx(math.sqrt(2) * findings.binomial_sd(31.7, 10_000))  # > the seed sd 0.1
+    claims = {(c["claim"]): c for c in R.cifar_claims(found.reset_index(), res, "CIFAR-10", real_data=True, seeds=3)}
+    assert claims["norm growth: SGDP < SGD"]["word"] == "holds"
+    assert claims["norm growth: AdamP < AdamW"]["verdict"].startswith("undecided (the claimed way, within the noise)")
+    assert claims["test accuracy: AdamP > AdamW"]["word"] == "holds"
+    assert claims["test accuracy: SGDP > SGD"]["word"] == "undecided"
+    text = R.cifar_found(RunConfig(width=8, n=1024, batch_size=64, num_epochs=100), found.reset_index(), res,
+                         "CIFAR-10", seeds=3)
+    assert "SGDP +0.030 vs SGD +0.510 (smaller with the projection, beyond the noise" in text
+    assert "AdamP +0.075 vs AdamW +0.080 (smaller with the projection, within the noise" in text
+    assert "1 of 2 beyond the noise" in text and "no claim is decided" not in text
+    one = R.cifar_contrasts(R.cifar_summary(R.cifar_runs(*_cifar_runs({"sgd": 0.5, "sgdp": 0.02}, {"sgd": 30, "sgdp": 31},
+                                                                       seeds=(0,)))), n_test=10_000)
+    assert math.isnan(one.set_index("name").noise["norm growth"])  # one seed: the direction alone
+
+
+def test_a_norm_growth_claim_is_undecided_where_the_baselines_norm_did_not_grow():
+    """Table 1 reports the projection slowing a growth; where weight decay shrinks SGD's (AdamW's) norm there is
+    none to slow, so the smaller shrink of SGDP (AdamP) does not count against the claim, nor for it."""
+    res, hist = _cifar_runs({"sgd": -3.2, "sgdp": -0.8, "adamw": 0.5, "adamp": 0.1},
+                            {"sgd": 31.7, "sgdp": 31.5, "adamw": 20.0, "adamp": 29.4})
+    found = R.cifar_contrasts(R.cifar_summary(R.cifar_runs(res, hist)), n_test=10_000)
+    claims = {c["claim"]: c for c in R.cifar_claims(found, res, "CIFAR-10", real_data=True, seeds=3)}
+    sgd = claims["norm growth: SGDP < SGD"]
+    assert sgd["verdict"].startswith("undecided (SGD's norm did not grow: no growth for the projection to slow)")
+    assert claims["norm growth: AdamP < AdamW"]["word"] == "holds"  # AdamW's norm grew: judged as usual
+    text = R.cifar_found(RunConfig(width=8, n=1024, batch_size=64, num_epochs=100), found, res, "CIFAR-10", seeds=3)
+    assert "Here the norm of SGD shrinks" in text and "1.21 → 1.02" in text and "AdamW shrinks" not in text

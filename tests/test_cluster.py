@@ -45,12 +45,12 @@ def test_notebook_grids_are_the_notebooks_own():
 
 
 def test_unsupported_notebook_and_unknown_parameter_are_refused(capsys):
-    with pytest.raises(ValueError, match="adamp_cifar.ipynb has no registered grid.*yun2022_table2"):
-        cluster.notebook_plans(NB / "adamp_cifar.ipynb", "smoke")
+    with pytest.raises(ValueError, match="adamp_delta.ipynb has no registered grid.*yun2022_table2"):
+        cluster.notebook_plans(NB / "adamp_delta.ipynb", "smoke")
     with pytest.raises(ValueError, match="lr: not a parameter of yun2022_table2.ipynb"):
         cluster.notebook_parameters(NB / "yun2022_table2.ipynb", {"lr": 0.1})
-    assert main(["sweep", str(NB / "adamp_cifar.ipynb"), "--profile", "smoke", "--dry-run"]) == 2
-    assert "supported: backmatching_vgg" in capsys.readouterr().err
+    assert main(["sweep", str(NB / "adamp_delta.ipynb"), "--profile", "smoke", "--dry-run"]) == 2
+    assert "supported: adamp_cifar, backmatching_vgg" in capsys.readouterr().err
 
 
 def test_slurm_dry_run_prints_one_array(tmp_path, capsys):

@@ -199,7 +199,7 @@ def test_summary_prints_the_grid_the_profile_trains(tmp_path, capsys):
     assert ((ours / g.TF - 1).abs() < 1e-9).all() and ((theirs / g.TF - 1).abs() < 1e-9).all()
     YunTables("yun2022_table1", ["yun2022_table1"], profile="cpu", results_dir=tmp_path).summary()
     out = capsys.readouterr().out
-    assert "seeds [0, 1, 2] (10 cells)" in out and "the full test set" in out and "2.25M image-epochs" in out
+    assert "seeds [0, 1, 2] (10 cells)" in out and "the full test set" in out and "1.35M image-epochs" in out
     assert len(re.findall(r"True +3\n", out)) == 2 and "paper η" in out  # the two yellow cells, 3 seeds each
     YunTables("yun2022_table1", ["yun2022_table1"], profile="smoke", results_dir=tmp_path).summary()
     assert "test images: 200 class-balanced" in capsys.readouterr().out

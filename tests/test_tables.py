@@ -161,3 +161,12 @@ def test_best_styler_marks_the_best_of_each_column_in_text_and_css():
     assert texts[(1, 0)] == f"91.50 {tables.BEST_MARK}" and texts[(2, 1)] == f"93.25 {tables.BEST_MARK}"
     assert texts[(0, 0)] == "90.00" and texts[(2, 0)] == ""  # an empty cell stays blank
     assert sum(tables.BEST_MARK in t for t in texts.values()) == 2 and "font-weight: bold" in html
+
+
+def test_markdown_lines_keep_a_cell_with_a_bar_or_a_newline_in_its_column():
+    lines = tables.markdown_lines(["claim", "verdict"], [["a | b", "holds:\nbest"], [1.5, None]])
+    assert lines[:2] == ["| claim | verdict |", "|---|---|"]
+    assert lines[2] == "| a \\| b | holds: best |"
+    assert lines[3] == "| 1.5 | None |"
+    # every line has as many unescaped separators as the header: no cell splits the table
+    assert {len(re.findall(r"(?<!\\)\|", line)) for line in lines} == {3}

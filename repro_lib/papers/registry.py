@@ -8,8 +8,9 @@ import only the engine (``repro_lib.config``, ``profiles``, …) and other paper
 (``tests/test_layers.py`` checks it).
 
 A notebook's plans are the same calls with the same arguments the notebook itself makes (``grids.plans`` for the
-Yun et al. tables, ``exp_lr.preresnet_plan``, ``backmatching.table1_plan``), so the configs, and hence the store
-keys, of a cluster sweep, a GPU window and a stale-run check are exactly those the notebook reads back.
+Yun et al. tables, ``exp_lr.preresnet_plan``, ``backmatching.table1_plan``, ``adamp.cifar.plan``), so the configs,
+and hence the store keys, of a cluster sweep, a GPU window and a stale-run check are exactly those the notebook
+reads back.
 Notebooks that build their runs inline or train nothing worth a cluster have no plans (``plans`` is None).
 
 To add a paper: a folder ``repro_lib/papers/<paper>/`` with its code, its transcribed tables under
@@ -22,6 +23,7 @@ from typing import Callable
 
 import pandas as pd
 
+from .adamp import cifar as adamp_cifar
 from .backmatching import backmatching
 from .li_arora import exp_lr
 from .yun2022 import grids
@@ -68,6 +70,12 @@ def _backmatching(profile: str, seed: int = 0, dataset: str = "", num_epochs: in
     return [backmatching.table1_plan(profile, seed_offset=seed, **overrides)]
 
 
+def _adamp_cifar(profile: str, seed: int = 0, dataset: str = "", device: str = "auto", precision: str = "",
+                 cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
+    overrides = _overrides(precision=precision, cuda_graphs=cuda_graphs)
+    return [adamp_cifar.plan(profile, seed=seed, dataset=dataset or "cifar10", device=device, **overrides)]
+
+
 @dataclass(frozen=True)
 class Notebook:
     """One notebook of ``notebooks/``: the paper and what of it the notebook reproduces; ``plans(profile,
@@ -96,7 +104,7 @@ NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for nb in (
     Notebook("yun2022_table9", YUN, "Table 9", _yun("yun2022_table9")),
     Notebook("yun2022_section6", YUN, "Sec. 6, Fig. 8"),
     Notebook("adamp_toys", ADAMP, "Figs 1, 3 and H.1, Lemmas 2.1-2.2, Cor. 2.3"),
-    Notebook("adamp_cifar", ADAMP, "norm growth and accuracy on CIFAR-10 (Sec. 3-4)"),
+    Notebook("adamp_cifar", ADAMP, "norm growth and accuracy on CIFAR-10 (Sec. 3-4)", _adamp_cifar),
     Notebook("adamp_delta", ADAMP, "Appendix C, Table B.1"),
     Notebook("adamp_imagenet", ADAMP, "Tables 1-2"),
     Notebook("li_arora_equivalence", LI_ARORA, "Sec. 2, Thm 1.1 / 2.9"),

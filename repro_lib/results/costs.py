@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from .executed import notebook_parameters
+from .tables import markdown_lines
 
 BEGIN, END = "<!-- costs:begin -->", "<!-- costs:end -->"
 COLUMNS = ("notebook", "reproduces", "`cpu` runs", "image-epochs", "estimated min", "trained min (records)",
@@ -82,7 +83,7 @@ def _hours(x: float | None) -> str:
 
 def cost_table(reports: str | os.PathLike = "reports") -> str:
     """The cost table in Markdown (:data:`COLUMNS`), one row per :func:`cost_rows` entry."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    rows = []
     for r in cost_rows(reports):
         trained = "not published" if r["trained_min"] is None else f"{r['trained_min']:.0f}"
         notes = ([f"{'/'.join(map(str, r['threads']))} threads"] if r["threads"] else []) + (
@@ -91,10 +92,9 @@ def cost_table(reports: str | os.PathLike = "reports") -> str:
         trained += f" ({', '.join(notes)})" if notes else ""
         hours = ("not estimated" if r["gpu_hours"] is None
                  else f"{_hours(r['gpu_hours'])} / {_hours(r['paper_hours'])}")
-        cells = [f"`{r['notebook']}`", r["reproduces"], str(r["runs"]), _millions(r["image_epochs"]),
-                 f"~{r['estimated_min']:.0f}", trained, hours]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
+        rows.append([f"`{r['notebook']}`", r["reproduces"], str(r["runs"]), _millions(r["image_epochs"]),
+                     f"~{r['estimated_min']:.0f}", trained, hours])
+    return "\n".join(markdown_lines(COLUMNS, rows))
 
 
 def cost_block(reports: str | os.PathLike = "reports") -> str:

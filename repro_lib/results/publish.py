@@ -28,6 +28,7 @@ from pathlib import Path
 from . import costs
 from .executed import notebook_parameters, published_notebooks
 from .findings import VERDICTS, seed_range, word_counts
+from .tables import markdown_lines
 
 #: the display id of the result shown under a notebook's claim (:func:`result_first`, filled by :func:`record_claims`)
 RESULT_ID = "repro-lib-result"
@@ -84,10 +85,8 @@ def result_markdown(rows: list[dict]) -> str:
     ran = [r for r in rows if not not_run(r)]
     has = [k for k in ("ours", "paper_value") if any(r.get(k) for r in ran)]
     head = ["claim", *({"ours": "ours", "paper_value": "paper"}[k] for k in has), "verdict"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in ran:
-        cells = [f"{r['item']}: {r['claim']}", *(r.get(k, "") for k in has), r["verdict"]]
-        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    lines = markdown_lines(head, [[f"{r['item']}: {r['claim']}", *(r.get(k, "") for k in has), r["verdict"]]
+                                  for r in ran])
     data = sorted({r["data"] for r in rows if r.get("data")})
     words = [verdict_word(r["verdict"]) for r in ran]
     counted = word_counts(words, mark="*", none="")
@@ -104,11 +103,6 @@ def verdict_word(verdict: str) -> str:
     for a verdict written before the three words (e.g. "n/a")."""
     word = re.split(r"[\s:(,]", str(verdict).strip(), maxsplit=1)[0]
     return word if word in VERDICTS else ""
-
-
-def _md_cell(value) -> str:
-    """A value as one Markdown table cell (``|`` escaped, on one line)."""
-    return str(value).replace("|", "\\|").replace("\n", " ")
 
 
 def _jsonable(v):
@@ -182,8 +176,7 @@ def summary(reports: str | os.PathLike = "reports") -> str:
     for (profile, data), group in groups.items():
         seeds = sorted({r["seeds"] for r in group if r["seeds"]}, key=lambda s: (len(s), s))
         out += [f"**`{profile}` profile · {data}** (seeds per claim: {', '.join(seeds)})", "",
-                "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        out += ["| " + " | ".join(_md_cell(r[c]) for c in COLUMNS) + " |" for r in group] + [""]
+                *markdown_lines(COLUMNS, [[r[c] for c in COLUMNS] for r in group]), ""]
     bare = [r["notebook"] for r in rows if not r["claim"]]
     if bare:
         out.append(f"Published without a claim to judge: {', '.join(bare)}.")

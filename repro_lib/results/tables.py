@@ -8,7 +8,8 @@
 * ``best_styler``: any table of scores with the best of each column bold and marked;
 * ``readable``: any table of measurements with integers as integers and floats to a few significant digits;
 * ``export``: HTML and LaTeX files;
-* ``table_report``: all of it for every sub-table of a swept paper table.
+* ``table_report``: all of it for every sub-table of a swept paper table;
+* ``markdown_lines``: a plain Markdown table (the README's and the result cell's), ``|`` escaped in every cell.
 
 Missing runs (``sweep.run_sweep(collect=True)`` on a store a cluster sweep has not finished yet) are never
 dropped silently: ``pivot_cells`` records how many runs each cell lacks (``grid.attrs["missing"]``), ``style_grid``
@@ -269,3 +270,12 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
     if out_dir is not None:
         vdf.to_csv(Path(out_dir) / f"{name}_verdicts.csv", index=False)
     return "".join(html), vdf
+
+
+def markdown_lines(head, rows) -> list[str]:
+    """A Markdown table as lines: the header ``head``, its rule and one line per row of ``rows`` (each cell a
+    value written with ``str``, ``|`` escaped and on one line, so a cell never splits the table)."""
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+    return [line(head), "|" + "---|" * len(head), *(line(r) for r in rows)]
+

@@ -6,8 +6,9 @@ from what the notebooks hand in.
 * Shared: ``show`` (a table for people), ``sizes_table``, ``budget_verdict``, ``claim``.
 * ``adamp_toys`` (Figs 1, 3, H.1, Lemmas 2.1-2.2, Cor. 2.3): ``toy2d_view``, ``fig3_view``, ``h1_best``,
   ``h1_view``, ``h1_setup``, ``lemma_view``, ``ratio_view``, ``toy_claims``, ``toys_found``.
-* ``adamp_cifar`` (Table 1 mechanism, Table 2 direction on CIFAR-10): ``plan_view``, ``cifar_summary_view``,
-  ``plot_cifar``, ``cifar_claims``, ``cifar_found``.
+* ``adamp_cifar`` (Table 1 mechanism, Table 2 direction on CIFAR-10; its runs: ``adamp.cifar``): ``plan_view``,
+  ``cifar_runs``, ``cifar_summary``, ``cifar_summary_view``, ``cifar_contrasts``, ``plot_cifar``, ``cifar_claims``,
+  ``cifar_found``.
 * ``adamp_delta`` (Appendix C, Table B.1): ``intervals_view``, ``detection_view``, ``plot_cos_hist``,
   ``delta_claims``, ``delta_found``.
 * ``adamp_imagenet`` (Tables 1-2): ``runs_view``, ``table1_view``, ``table2_view``, ``imagenet_found``.
@@ -428,15 +429,79 @@ def plan_view(cfgs: Iterable, caption: str = ""):
     return show(pd.DataFrame(rows), caption=caption)
 
 
+def cifar_runs(res: pd.DataFrame, hist: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of ``adamp_cifar`` (a ``run_sweep`` result and its ``histories(res, ["optimizer", "seed"])``):
+    optimizer, seed, hash, status, test_acc, seconds, the norm of the scale-invariant weights after the first epoch
+    and at the end (Table 1's Norm^1 and Norm^last) and its growth."""
+    runs = res[["optimizer", "seed", "hash", "status", "test_acc", "seconds"]].copy()
+    if len(hist):
+        by_run = hist.sort_values("epoch").groupby(["optimizer", "seed"])["weight_norm"]
+        first, last = by_run.first(), by_run.last()
+    else:
+        first = last = pd.Series(dtype=float)
+    key = list(zip(runs.optimizer, runs.seed))
+    runs["weight_norm_first_epoch"] = [first.get(k, math.nan) for k in key]
+    runs["weight_norm_last"] = [last.get(k, math.nan) for k in key]
+    runs["norm_growth"] = runs.weight_norm_last - runs.weight_norm_first_epoch
+    return runs
+
+
+def cifar_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per optimizer (in :data:`NET_NAMES` order), over its finished seeds (``cifar_runs``): ``seeds``, the means and
+    seed sds of ``test_acc`` and ``norm_growth``, the mean norms after epoch 1 and at the end, the training minutes
+    of all its runs, and Table 2's ResNet-18 top-1 on ImageNet."""
+    rows = []
+    for opt in [o for o in NET_NAMES if o in set(runs.optimizer)]:
+        r = runs[runs.optimizer == opt]
+        done = r[r.status == "finished"]
+        rows.append(dict(optimizer=opt, seeds=len(done), test_acc=done.test_acc.mean(),
+                         test_acc_sd=done.test_acc.std(), weight_norm_first_epoch=done.weight_norm_first_epoch.mean(),
+                         weight_norm_last=done.weight_norm_last.mean(), norm_growth=done.norm_growth.mean(),
+                         norm_growth_sd=done.norm_growth.std(), train_minutes=findings.train_minutes(r),
+                         paper_top1=_paper_top1(opt)))
+    return pd.DataFrame(rows, columns=["optimizer", "seeds", "test_acc", "test_acc_sd", "weight_norm_first_epoch",
+                                       "weight_norm_last", "norm_growth", "norm_growth_sd", "train_minutes",
+                                       "paper_top1"])
+
+
+def _pm(mean: float, sd: float, spec: str) -> str:
+    return findings.num(mean, spec) + (f" ± {sd:.2g}" if math.isfinite(sd) else "")
+
+
 def cifar_summary_view(summary: pd.DataFrame, caption: str = ""):
-    t = pd.DataFrame({"optimizer": summary.optimizer.map(NET_NAMES), "status": summary.status,
-                      "test acc. (%)": summary.test_acc, "train min": summary.seconds / 60,
+    """:func:`cifar_summary` for people: mean ± seed sd where there are several seeds."""
+    t = pd.DataFrame({"optimizer": summary.optimizer.map(NET_NAMES), "seeds": summary.seeds,
+                      "test acc. (%)": [_pm(m, s, ".1f") for m, s in zip(summary.test_acc, summary.test_acc_sd)],
                       "‖w‖ after epoch 1": summary.weight_norm_first_epoch, "‖w‖ at the end": summary.weight_norm_last,
-                      "norm growth": summary.weight_norm_last - summary.weight_norm_first_epoch,
-                      "paper top-1 (ImageNet R18)": summary["paper top-1 (ImageNet ResNet-18, Table 2)"]})
-    return show(t, caption=caption, formats={"test acc. (%)": "{:.1f}", "train min": "{:.1f}",
-                                             "‖w‖ after epoch 1": "{:.3f}", "‖w‖ at the end": "{:.3f}",
-                                             "norm growth": "{:+.3f}", "paper top-1 (ImageNet R18)": "{:.2f}"})
+                      "norm growth": [_pm(m, s, "+.3f") for m, s in zip(summary.norm_growth, summary.norm_growth_sd)],
+                      "train min": summary.train_minutes, "paper top-1 (ImageNet R18)": summary.paper_top1})
+    return show(t, caption=caption, formats={"train min": "{:.1f}", "‖w‖ after epoch 1": "{:.3f}",
+                                             "‖w‖ at the end": "{:.3f}", "paper top-1 (ImageNet R18)": "{:.2f}"})
+
+
+#: the pairs of ``adamp_cifar`` (projected optimizer first) and the claimed relation of each quantity
+CIFAR_PAIRS = (("sgdp", "sgd"), ("adamp", "adamw"))
+
+
+def cifar_contrasts(summary: pd.DataFrame, n_test: int) -> pd.DataFrame:
+    """The claims of ``adamp_cifar`` as ``findings.contrasts`` rows, each pair against its own noise: norm growth
+    (claim: smaller with the projection, "<") against the larger seed sd of the pair (NaN with one seed: its
+    direction alone is judged; a norm carries no evaluation noise), test accuracy (claim: higher, ">") against
+    the larger of √2 × the binomial sd of one evaluation on ``n_test`` images and the pair's seed sds."""
+    s = summary.set_index("optimizer")
+    parts = []
+    for a, b in CIFAR_PAIRS:
+        if a not in s.index or b not in s.index:
+            continue
+        sds = s.loc[[a, b]]
+        growth_noise = sds.norm_growth_sd.max() if (sds.seeds > 1).all() else math.nan
+        binom = math.sqrt(2) * findings.binomial_sd(sds.test_acc.mean(), n_test)
+        acc_noise = max(binom, *(sds.test_acc_sd.fillna(0)))
+        parts += [findings.contrasts(s.norm_growth, [("norm growth", a, b, "<")], growth_noise, spec="+.3f"),
+                  findings.contrasts(s.test_acc, [("test accuracy", a, b, ">")], acc_noise)]
+    order = {"norm growth": 0, "test accuracy": 1}
+    found = pd.concat(parts, ignore_index=True) if parts else findings.contrasts({}, [])
+    return found.sort_values("name", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
 
 
 CIFAR_AXES = {"weight_norm": ("‖w‖ of the 20 BN-preceded conv weights", "norm of the scale-invariant weights"),
@@ -460,7 +525,8 @@ def plot_cifar(hist: pd.DataFrame, data_label: str, path=None):
         if d.empty:
             ax.text(0.5, 0.5, "no finished run", ha="center", va="center", transform=ax.transAxes)
         else:
-            sns.lineplot(d, x="epoch", y=col, hue="optimizer", marker="o", ax=ax, legend=k == len(axes) - 1)
+            marker = "o" if d.epoch.nunique() <= 30 else None  # a marker per epoch would hide a long curve
+            sns.lineplot(d, x="epoch", y=col, hue="optimizer", marker=marker, ax=ax, legend=k == len(axes) - 1)
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=10)
@@ -474,6 +540,13 @@ def plot_cifar(hist: pd.DataFrame, data_label: str, path=None):
     if path is not None:
         fig.savefig(path, dpi=120, bbox_inches="tight")
     return fig
+
+
+def _paper_norm(key: tuple) -> str:
+    """Table 1's ImageNet ResNet-18 norms of (optimizer, weight decay) as "first → last"."""
+    t1 = transcribed.table("adamp_table1")
+    row = t1[(t1.task == "imagenet_classification") & (t1.optimizer == key[0]) & np.isclose(t1.weight_decay, key[1])]
+    return f"{row.norm_first.iloc[0]:.2f} → {row.norm_last.iloc[0]:.2f}" if len(row) else "n/a"
 
 
 def _paper_norm_growth(opt: str, wd: float) -> float:
@@ -493,10 +566,20 @@ def _paper_top1(opt: str, model: str = "resnet18") -> float:
 TABLE1_PAIRS = {("sgdp", "sgd"): 1e-5, ("adamp", "adamw"): 0.0}
 
 
+def no_growth(row) -> bool:
+    """Whether a norm-growth contrast (:func:`cifar_contrasts`) ran where the claim does not speak: the baseline's
+    norm (SGD's, AdamW's) did not grow. Table 1 reports the projection slowing a *growth* (SGD/SGDP at weight decay
+    1e-5, AdamW/AdamP without one); where weight decay shrinks the baseline's norm -- as in Table 1's own SGD row at
+    1e-4, 1.21 → 1.02 -- there is no growth to slow, and the projected optimizer's smaller decay (wd_ratio) alone
+    decides which norm shrinks more."""
+    return row["name"] == "norm growth" and math.isfinite(row["value_b"]) and row["value_b"] <= 0
+
+
 def cifar_claims(found: pd.DataFrame, res: pd.DataFrame, data: str, real_data: bool, seeds: int) -> list[dict]:
     """The claims of ``adamp_cifar`` from ``findings.contrasts`` rows (norm growth "<", accuracy ">"): the verdict
-    in three words (``findings.judge``: fewer than 3 seeds on real images leave it undecided), ours and the
-    paper's values (Table 1 norm growth, Table 2 ResNet-18 top-1 on ImageNet)."""
+    in three words (``findings.judge``: fewer than 3 seeds on real images leave it undecided; a norm-growth claim
+    is undecided where the baseline's norm did not grow, :func:`no_growth`), ours and the paper's values (Table 1
+    norm growth, Table 2 ResNet-18 top-1 on ImageNet)."""
     item = {"norm growth": "Sec. 3.2 / Table 1 mechanism, CIFAR-10 ResNet-18",
             "test accuracy": "Table 2 direction, CIFAR-10 ResNet-18"}
     out = []
@@ -508,12 +591,15 @@ def cifar_claims(found: pd.DataFrame, res: pd.DataFrame, data: str, real_data: b
             d = r.diff if r.relation == ">" else -r.diff
             noisy = r.noise is not None and math.isfinite(r.noise)
             word, reason = findings.judge(d > 0, abs(d) > r.noise if noisy else True, seeds, real_data)
+            if no_growth(r._asdict()) and not (real_data and seeds < findings.MIN_SEEDS):
+                word, reason = "undecided", f"{b}'s norm did not grow: no growth for the projection to slow"
         if r.name == "norm growth":
             wd = TABLE1_PAIRS[(r.a, r.b)]
             paper = (f"Table 1 (ImageNet R18, WD {wd:g}): {a} {_paper_norm_growth(r.a, wd):+.2f}, "
                      f"{b} {_paper_norm_growth(r.b, wd):+.2f}")
             ours = f"{a} {findings.num(r.value_a, '+.3f')}, {b} {findings.num(r.value_b, '+.3f')}"
-            detail = f"{findings.num(r.diff, '+.3f')} ({ours})"
+            noise = f"noise {r.noise:.3f}; " if r.noise is not None and math.isfinite(r.noise) else ""
+            detail = f"{findings.num(r.diff, '+.3f')} ({noise}{ours})"
         else:
             paper = f"Table 2 (ImageNet R18): {a} {_paper_top1(r.a):.2f}, {b} {_paper_top1(r.b):.2f}"
             ours = f"{a} {findings.num(r.value_a, '.1f')}, {b} {findings.num(r.value_b, '.1f')}"
@@ -524,40 +610,47 @@ def cifar_claims(found: pd.DataFrame, res: pd.DataFrame, data: str, real_data: b
 
 
 def cifar_found(cfg, found: pd.DataFrame, res: pd.DataFrame, data: str, seeds: int) -> str:
-    """The computed "What we found" of ``adamp_cifar`` (Markdown): what the runs are beside the paper's, the norm
-    growth and the accuracy differences against their noise, and why nothing is decided (seeds on real images)."""
+    """The computed "What we found" of ``adamp_cifar`` (Markdown): what the runs are beside the paper's, each pair's
+    norm growth and accuracy difference against its noise (:func:`cifar_contrasts`), and what the seeds allow."""
     minutes = findings.train_minutes(res)
-    n_test = cfg.n_test or 10_000
     s1 = (f"These runs train a width-{cfg.width} ResNet-18 for {cfg.num_epochs} epochs on {cfg.n:,} images of the "
-          f"{data} with {seeds} seed{'s' if seeds != 1 else ''} ({minutes:.1f} min of training for all four), "
-          f"where the paper trains the full-width network on ImageNet for 100 epochs with three seeds.")
+          f"{data} at B = {cfg.batch_size} with {seeds} seed{'s' if seeds != 1 else ''} per optimizer "
+          f"({minutes:.1f} min of training for all of them), where the paper trains the full-width network on "
+          f"ImageNet for 100 epochs with three seeds.")
     rows = {(r["name"], r["a"]): r for _, r in found.iterrows()}
-    need = [("norm growth", "sgdp"), ("norm growth", "adamp"), ("test accuracy", "sgdp"), ("test accuracy", "adamp")]
+    need = [(q, a) for q in ("norm growth", "test accuracy") for a, _ in CIFAR_PAIRS]
     if not all(k in rows and math.isfinite(rows[k]["diff"]) for k in need):
         return s1 + " Not every run has finished, so there is nothing to compare yet."
-    gs, ga = rows[("norm growth", "sgdp")], rows[("norm growth", "adamp")]
-    acs, aca = rows[("test accuracy", "sgdp")], rows[("test accuracy", "adamp")]
-    gain = {a: _paper_top1(a) - _paper_top1(b) for a, b in (("sgdp", "sgd"), ("adamp", "adamw"))}
-    s2 = (f"The projection holds the norm of the scale-invariant weights nearly still — growth SGDP "
-          f"{gs['value_a']:+.3f} vs SGD {gs['value_b']:+.3f}, AdamP {ga['value_a']:+.3f} vs AdamW "
-          f"{ga['value_b']:+.3f} — the direction of Table 1; at lr {_lr(res, 'adamw'):g} the Adam family moves its "
-          f"norms little in so few steps.")
-    diffs = f"SGDP − SGD {acs['diff']:+.2f}, AdamP − AdamW {aca['diff']:+.2f} points"
-    if max(abs(acs["diff"]), abs(aca["diff"])) <= acs["noise"]:
-        s3 = (f"The accuracy differences ({diffs}) lie inside the noise of one evaluation on {n_test:,} test images "
-              f"({acs['noise']:.2f} for a difference), so Table 2's gains of {gain['sgdp']:.2f} and "
-              f"{gain['adamp']:.2f} points cannot show at this size")
-    else:
-        s3 = (f"The accuracy differences ({diffs}; noise {acs['noise']:.2f}) compare with Table 2's gains of "
-              f"{gain['sgdp']:.2f} and {gain['adamp']:.2f} points")
+
+    def noise(r, spec):
+        return f"noise {r['noise']:{spec}}" if math.isfinite(r["noise"]) else "one seed: no spread"
+
+    def growth(a):
+        r = rows[("norm growth", a)]
+        way = "smaller" if r["diff"] < 0 else "larger"
+        told = "beyond" if math.isfinite(r["noise"]) and abs(r["diff"]) > r["noise"] else "within"
+        return (f"{NET_NAMES[a]} {r['value_a']:+.3f} vs {NET_NAMES[r['b']]} {r['value_b']:+.3f} ({way} with the "
+                f"projection, {told} the noise: {r['diff']:+.3f}, {noise(r, '.3f')})")
+
+    s2 = (f"Norm growth of the scale-invariant weights from epoch 1 to the end (Table 1's quantity, mean over seeds): "
+          f"{growth('sgdp')}; {growth('adamp')}. Table 1 has it smaller with the projection in both pairs.")
+    shrank = [NET_NAMES[r["b"]] for a, _ in CIFAR_PAIRS for r in [rows[("norm growth", a)]] if no_growth(r)]
+    if shrank:
+        s2 += (f" Here the norm of {' and '.join(shrank)} shrinks: at this weight decay (E.2's, the setting of "
+               f"Table 2) there is no growth for the projection to slow — as in Table 1's own SGD row at 1e-4, "
+               f"{_paper_norm(('sgd', 1e-4))} — and SGDP and AdamP decay the weights they project ten times less "
+               f"(wd_ratio 0.1). Table 1 reports the growth at weight decay 1e-5 "
+               f"(SGD, SGDP) and 0 (AdamW, AdamP), which these runs do not train, so those claims stay "
+               f"*undecided*.")
+    gain = {a: _paper_top1(a) - _paper_top1(b) for a, b in CIFAR_PAIRS}
+    acc = [rows[("test accuracy", a)] for a, _ in CIFAR_PAIRS]
+    diffs = ", ".join(f"{NET_NAMES[r['a']]} − {NET_NAMES[r['b']]} {r['diff']:+.2f} ({noise(r, '.2f')})" for r in acc)
+    beyond = sum(abs(r["diff"]) > r["noise"] for r in acc)
+    s3 = (f"Test accuracy: {diffs} points ({'both inside the noise' if not beyond else f'{beyond} of 2 beyond the noise'}), "
+          f"where Table 2's gains on ImageNet are {gain['sgdp']:+.2f} and {gain['adamp']:+.2f} points")
     s3 += (f"; with {seeds} seed{'s' if seeds != 1 else ''} on real images no claim is decided "
            f"({findings.MIN_SEEDS} needed)." if seeds < findings.MIN_SEEDS else ".")
     return " ".join([s1, s2, s3])
-
-
-def _lr(res: pd.DataFrame, opt: str) -> float:
-    r = res[res.optimizer == opt]
-    return float(r.cfg.iloc[0].lr) if len(r) else math.nan
 
 
 # ------------------------------------------------------------------------------------------------------------

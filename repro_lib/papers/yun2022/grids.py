@@ -165,7 +165,7 @@ def _around(tf: float = _TF) -> tuple:
 # stack of the width-8 ResNet-18 trains 1.24x faster per epoch after a one-off compile of about a minute per batch
 # shape (seconds once the inductor cache holds it; benchmarks/README.md, "torch.compile on CPU"). Off where a
 # notebook changes the batch shape from group to group (Table 5, the Sec. 3 probe: measured 622 s eager vs 670 s
-# compiled for the whole notebook) and for DenseNet-100 (Tables 8/10: unmeasured, 20 epochs).
+# compiled for the whole notebook) and for DenseNet-100 (Tables 8/10: unmeasured).
 _CPU = dict(width=8, n_test=0, dataset="cifar10")
 _CPU_SEEDS = (0, 1, 2)
 
@@ -190,17 +190,16 @@ def _register(e: Experiment) -> Experiment:
 
 # Yun et al. 2022, Table 1 (+ Fig. 3): scale-invariant ResNet-18, CIFAR-10, SGDM μ = 0.9, B = 128, N grid.
 # cpu: the paper's columns N = 12,500 and 25,000 divided by 25 (500 and 1000 images; the two largest columns whose
-# yellow cell has two paper cells on either side), LR ×25 so every cell keeps the paper's tuning factor; sub-table
-# (a), the five LR rows x1/4 ... x4 around the yellow cell; 3 seeds; width 8; 100 epochs (20 epochs never reach
-# the equilibrium angular update at this scale, 100 epochs at N = 1000 do). At B = 128 these columns take 4 and 8
-# steps per epoch, fewer than the shrink rules' 16 (B /4 with 60 epochs keeps them: tests/test_shrink_rules.py
-# PENDING).
+# yellow cell has two paper cells on either side), B /4 (32: 16 and 31 steps per epoch, the shrink rules' floor),
+# LR x6.25 so every cell keeps the paper's tuning factor; sub-table (a), the five LR rows x1/4 ... x4 around the
+# yellow cell; 3 seeds; width 8; 60 epochs (the first decay, at epoch 30, after one relaxation time 1/(2 TF) of the
+# x1/4 cell and four of the yellow one).
 _register(Experiment(
     table="yun2022_table1",
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100,
                         keep={"subtable": ("a",), "n": (25000, 50000), "row": (5, 6)}),
-        "cpu": _cpu(100, n_scale=1 / 25, keep={"subtable": ("a",), "n": (12500, 25000)}),
+        "cpu": _cpu(60, n_scale=1 / 25, b_scale=1 / 4, keep={"subtable": ("a",), "n": (12500, 25000)}),
         "gpu": _gpu(100),
         "paper": _paper(),
     }))
@@ -294,7 +293,9 @@ for _name, _lrs in (("yun2022_table3", (0.4,)), ("yun2022_table4", (4,))):
 # cpu: N 25000 /25 (1000), B /4 (32 ... 512), LR x6.25; the column's five B cells x1/4 ... x4 in tuning factor
 # around the yellow B = 512 (B 128 ... 2048 in the paper); 3 seeds; 80 epochs: 15 x 1000 x 80 = 1.2M image-epochs.
 # Its B = 128 ... 512 cells take 8, 4 and 2 steps per epoch, fewer than the shrink rules ask for (the paper's
-# 49, 25, 13; N and B both /16 with 52 epochs keep them: tests/test_shrink_rules.py PENDING).
+# 49, 25, 13). N and B both /16 with 52 epochs keep them, but train far slower than the cost model says: the
+# 3-member stack at B = 8 (195 steps per epoch) took 2 min per epoch on 2 threads beside another run, ~100 min
+# for its 52 epochs (tests/test_shrink_rules.py PENDING).
 _register(Experiment(
     table="yun2022_table5",
     profiles={
@@ -351,11 +352,14 @@ _register(Experiment(
     }))
 
 # Tables 8 (B = 128, N grid) and 10 (N = 50k, B grid): scale-invariant DenseNet-BC-100 (k = 12) on CIFAR-100.
-# Every profile trains on the paper's CIFAR-100 (500 images at cpu scale are 5 per class: a pipeline-scale run,
+# Every profile trains on the paper's CIFAR-100 (250 images at cpu scale are 2-3 per class: a small-problem run,
 # not a reproduction of the paper's accuracies). DenseNet-100 at width 8 (k = 2) costs ~6x ResNet-18 width 8 per
-# image, so 20 epochs and no stacking (DenseNet concatenates channels).
-# cpu Table 8: N 25000 /50 (500), B /4 (32), LR x12.5, (a) rows LR 0.1 ... 1.6 around the yellow LR 0.4, 3 seeds.
-# cpu Table 10: N /100 = 500, B /16 (paper 512 -> 32), LR x6.25, (a) the five cells around the yellow LR 0.8.
+# image and does not stack (DenseNet concatenates channels), so cpu trains 250 images: 52 epochs (the first decay,
+# at epoch 26, after one relaxation time 1/(2 TF) of the x1/4 cell and four of the yellow one) at B = 16 (16
+# steps per epoch, the shrink rules' floor).
+# cpu Table 8: N 25000 /100 (250), B /8 (16), LR x12.5, (a) rows LR 0.1 ... 1.6 around the yellow LR 0.4, 3 seeds.
+# cpu Table 10: N /200 = 250, B /32 (paper 512 -> 16), LR x6.25, (a) the five cells around the yellow LR 0.8: the
+# same runs as Table 8's (same N, B, LR and WD), published as one verdict.
 _SMOKE_DN = dict(_SMOKE, n_test=100)
 _CPU_DN = dict(dataset="cifar100")
 _register(Experiment(
@@ -363,7 +367,7 @@ _register(Experiment(
     profiles={
         "smoke": Shrink(overrides=_SMOKE_DN, seeds=(0,), n_scale=1 / 200, b_scale=1 / 4,
                         keep={"subtable": ("a",), "n": (50000,), "lr": (0.2,)}),
-        "cpu": _cpu(20, max_members=1, n_scale=1 / 50, b_scale=1 / 4, overrides=_CPU_DN, compile=False,
+        "cpu": _cpu(52, max_members=1, n_scale=1 / 100, b_scale=1 / 8, overrides=_CPU_DN, compile=False,
                     keep={"subtable": ("a",), "n": (25000,)}),
         "gpu": _gpu(max_members=1),  # DenseNet concatenates channels: not stackable
         "paper": _paper(max_members=1),
@@ -373,7 +377,7 @@ _register(Experiment(
     profiles={
         "smoke": Shrink(overrides=_SMOKE_DN, seeds=(0,), n_scale=1 / 200, b_scale=1 / 16,
                         keep={"subtable": ("a",), "batch_size": (2048,), "lr": (3.2,)}),
-        "cpu": _cpu(20, max_members=1, n_scale=1 / 100, b_scale=1 / 16, overrides=_CPU_DN, compile=False,
+        "cpu": _cpu(52, max_members=1, n_scale=1 / 200, b_scale=1 / 32, overrides=_CPU_DN, compile=False,
                     keep={"subtable": ("a",), "batch_size": (512,)}),
         "gpu": _gpu(max_members=1),  # DenseNet concatenates channels: not stackable
         "paper": _paper(max_members=1),

@@ -21,8 +21,8 @@ REPORTS = Path(__file__).resolve().parents[1] / "reports"
 PENDING = {
     "yun2022_table5": "2-8 steps per epoch in its large-B cells; N and B both / 16 (N = 1,562, B = 8 ... 128: the "
                       "paper's own steps per epoch) with 52 epochs keeps the rules, ~34 min estimated, but its B = 8 "
-                      "stack trained 2 min per epoch (195 steps) on 2 threads beside another run: ~100 min for 52 "
-                      "epochs, far over the cap (the cost model has no per-step cost)",
+                      "stack (195 steps per epoch) trains several times slower than the cost model says (it has no "
+                      "per-step cost): far over the cap",
 }
 
 

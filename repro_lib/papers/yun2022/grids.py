@@ -293,9 +293,8 @@ for _name, _lrs in (("yun2022_table3", (0.4,)), ("yun2022_table4", (4,))):
 # cpu: N 25000 /25 (1000), B /4 (32 ... 512), LR x6.25; the column's five B cells x1/4 ... x4 in tuning factor
 # around the yellow B = 512 (B 128 ... 2048 in the paper); 3 seeds; 80 epochs: 15 x 1000 x 80 = 1.2M image-epochs.
 # Its B = 128 ... 512 cells take 8, 4 and 2 steps per epoch, fewer than the shrink rules ask for (the paper's
-# 49, 25, 13). N and B both /16 with 52 epochs keep them, but train far slower than the cost model says: the
-# 3-member stack at B = 8 (195 steps per epoch) took 2 min per epoch on 2 threads beside another run, ~100 min
-# for its 52 epochs (tests/test_shrink_rules.py PENDING).
+# 49, 25, 13). N and B both /16 with 52 epochs keep them, but train far slower than the cost model says (it has
+# no per-step cost): the 3-member stack at B = 8 takes 195 steps per epoch (tests/test_shrink_rules.py PENDING).
 _register(Experiment(
     table="yun2022_table5",
     profiles={

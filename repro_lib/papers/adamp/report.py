@@ -542,16 +542,20 @@ def plot_cifar(hist: pd.DataFrame, data_label: str, path=None):
     return fig
 
 
-def _paper_norm(key: tuple) -> str:
-    """Table 1's ImageNet ResNet-18 norms of (optimizer, weight decay) as "first → last"."""
+def _table1_row(opt: str, wd: float) -> pd.DataFrame:
+    """Table 1's ImageNet ResNet-18 row of ``opt`` at weight decay ``wd`` (empty where the paper has none)."""
     t1 = transcribed.table("adamp_table1")
-    row = t1[(t1.task == "imagenet_classification") & (t1.optimizer == key[0]) & np.isclose(t1.weight_decay, key[1])]
+    return t1[(t1.task == "imagenet_classification") & (t1.optimizer == opt) & np.isclose(t1.weight_decay, wd)]
+
+
+def _paper_norm(opt: str, wd: float) -> str:
+    """Table 1's norms of ``opt`` at weight decay ``wd`` as "first → last"."""
+    row = _table1_row(opt, wd)
     return f"{row.norm_first.iloc[0]:.2f} → {row.norm_last.iloc[0]:.2f}" if len(row) else "n/a"
 
 
 def _paper_norm_growth(opt: str, wd: float) -> float:
-    t1 = transcribed.table("adamp_table1")
-    row = t1[(t1.task == "imagenet_classification") & (t1.optimizer == opt) & np.isclose(t1.weight_decay, wd)]
+    row = _table1_row(opt, wd)
     return float(row.norm_change.iloc[0]) if len(row) else math.nan
 
 
@@ -638,7 +642,7 @@ def cifar_found(cfg, found: pd.DataFrame, res: pd.DataFrame, data: str, seeds: i
     if shrank:
         s2 += (f" Here the norm of {' and '.join(shrank)} shrinks: at this weight decay (E.2's, the setting of "
                f"Table 2) there is no growth for the projection to slow — as in Table 1's own SGD row at 1e-4, "
-               f"{_paper_norm(('sgd', 1e-4))} — and SGDP and AdamP decay the weights they project ten times less "
+               f"{_paper_norm('sgd', 1e-4)} — and SGDP and AdamP decay the weights they project ten times less "
                f"(wd_ratio 0.1). Table 1 reports the growth at weight decay 1e-5 "
                f"(SGD, SGDP) and 0 (AdamW, AdamP), which these runs do not train, so those claims stay "
                f"*undecided*.")

@@ -105,12 +105,15 @@ CPU_CAP_MINUTES = 45.0
 
 # Measured cpu training cost, milliseconds per image-epoch on 2 threads at width 8 and B = 128: the medians of the
 # published cpu records' ``train_seconds`` / (N x epochs) (``reports/runs``; a stacked run's seconds are its share
-# of the stack), and the factor by batch size from the ResNet-18 records (B < 32 extrapolated as sqrt(32 / B),
-# unmeasured). The same run measured up to 2x apart on different days of the same 2-core machine type, so an
+# of the stack), and the factor by batch size from the ResNet-18 records. Below B = 32 the factor carries each
+# step's fixed cost: B = 4, 8 and 16 are the records' B = 32 factor times the ratio to B = 32 that one run of
+# ``benchmarks/bench_fit.py`` measured (a 3-member stack, 2 threads, real images; benchmarks/README.md, "Small
+# batches on CPU"): 1.90, 1.47 and 1.23, below the sqrt(32 / B) = 2.83, 2.00 and 1.41 assumed before they were
+# measured. The same run measured up to 2x apart on different days of the same 2-core machine type, so an
 # estimate is good to a factor of 2.
 CPU_MS_PER_IMAGE_EPOCH = {"resnet18": 0.86, "preresnet32": 3.0, "densenet100": 5.2, "vgg11_bn": 0.30,
                           "vgg13_bn": 0.40, "vgg16_bn": 0.47, "vgg19_bn": 0.57}
-CPU_BATCH_FACTOR = {32: 1.71, 64: 1.26, 128: 1.0, 256: 1.25, 512: 1.51}
+CPU_BATCH_FACTOR = {4: 3.25, 8: 2.52, 16: 2.11, 32: 1.71, 64: 1.26, 128: 1.0, 256: 1.25, 512: 1.51}
 
 
 def steps_per_epoch(n: int, batch_size: int) -> int:
@@ -257,7 +260,7 @@ def estimate_cpu_minutes(plans) -> float:
 
 def _batch_factor(b: int) -> float:
     """``CPU_BATCH_FACTOR`` at ``b``: geometric interpolation between the measured batch sizes, flat above the
-    largest, sqrt(smallest / b) below the smallest (unmeasured)."""
+    largest, sqrt(smallest / b) below the smallest (B < 4, unmeasured)."""
     sizes = sorted(CPU_BATCH_FACTOR)
     if b <= sizes[0]:
         return CPU_BATCH_FACTOR[sizes[0]] * math.sqrt(sizes[0] / b)

@@ -50,7 +50,8 @@ def _contrasts(norm, acc, noise):
 def test_cifar_claims_in_three_words_with_ours_and_the_papers_values():
     found = _contrasts({"sgd": 0.5, "sgdp": 0.02, "adamw": 0.07, "adamp": 0.0},
                        {"sgd": 31.7, "sgdp": 31.5, "adamw": 20.0, "adamp": 29.4}, 2.0)
-    res = pd.DataFrame({"optimizer": ["sgd", "sgdp", "adamw", "adamp"], "seconds": [60.0] * 4})
+    res = pd.DataFrame({"optimizer": ["sgd", "sgdp", "adamw", "adamp"] * 2, "seconds": [60.0] * 8,
+                        "setting": ["E.2"] * 4 + ["Table 1"] * 4})
     real = R.cifar_claims(found, res, "CIFAR-10", real_data=True, seeds=1)
     assert all(c["verdict"].startswith("undecided (1 seed on real images, 3 needed)") for c in real)
     toy = R.cifar_claims(found, res, "synthetic", real_data=False, seeds=1)
@@ -207,16 +208,19 @@ def test_table_b1_verdict_is_no_only_once_the_scale_variant_score_settled():
     assert R.delta_claims(ref, ref, "d", real_data=True, seeds=3, stats=moving)[0]["verdict"].startswith("holds")
 
 
-def _cifar_runs(growth: dict, acc: dict, seeds=(0, 1, 2)) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A sweep result and its histories for ``adamp_cifar``: per optimizer and seed, ‖w‖ 1.0 after epoch 1 and
-    1 + growth (+ 0.01 × seed) at the end, test accuracy acc (+ 0.1 × seed)."""
+def _cifar_runs(growth: dict, acc: dict, seeds=(0, 1, 2), e2_growth: float = -1.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A sweep result and its histories for ``adamp_cifar``: per optimizer and seed, at Table 1's weight decay ‖w‖
+    1.0 after epoch 1 and 1 + growth (+ 0.01 × seed) at the end, test accuracy 10 points below acc; at E.2's ‖w‖
+    1.0 → 1 + ``e2_growth`` (+ 0.01 × seed), test accuracy acc (+ 0.1 × seed)."""
     res, hist = [], []
-    for opt in growth:
-        for s in seeds:
-            res.append(dict(optimizer=opt, seed=s, hash=f"{opt}{s}", status="finished", test_acc=acc[opt] + 0.1 * s,
-                            seconds=30.0))
-            hist += [dict(optimizer=opt, seed=s, epoch=e, weight_norm=w)
-                     for e, w in ((2, 1.0 + growth[opt] / 2), (1, 1.0), (3, 1.0 + growth[opt] + 0.01 * s))]
+    for setting, g, da in (("E.2", e2_growth, 0.0), ("Table 1", None, -10.0)):
+        for opt in growth:
+            for s in seeds:
+                end = 1.0 + (growth[opt] if g is None else g) + 0.01 * s
+                res.append(dict(setting=setting, optimizer=opt, seed=s, hash=f"{setting}{opt}{s}", status="finished",
+                                test_acc=acc[opt] + da + 0.1 * s, seconds=30.0))
+                hist += [dict(setting=setting, optimizer=opt, seed=s, epoch=e, weight_norm=w)
+                         for e, w in ((2, (1.0 + end) / 2), (1, 1.0), (3, end))]
     return pd.DataFrame(res), pd.DataFrame(hist)
 
 
@@ -224,15 +228,22 @@ def test_cifar_runs_summary_and_contrasts_judge_each_pair_against_its_seed_sprea
     res, hist = _cifar_runs({"sgd": 0.5, "sgdp": 0.02, "adamw": 0.07, "adamp": 0.065},
                             {"sgd": 31.7, "sgdp": 31.5, "adamw": 20.0, "adamp": 29.4})
     runs = R.cifar_runs(res, hist)
-    assert runs.set_index(["optimizer", "seed"]).norm_growth[("sgd", 2)] == pytest.approx(0.52)  # last epoch − first
+    by_run = runs.set_index(R.CIFAR_KEYS).norm_growth
+    assert by_run[("Table 1", "sgd", 2)] == pytest.approx(0.52) and by_run[("E.2", "sgd", 2)] == pytest.approx(-0.98)
     summary = R.cifar_summary(runs)
-    assert list(summary.optimizer) == ["sgd", "sgdp", "adamw", "adamp"] and (summary.seeds == 3).all()
-    assert summary.set_index("optimizer").norm_growth_sd["sgd"] == pytest.approx(0.01)
-    assert summary.set_index("optimizer").train_minutes["sgd"] == pytest.approx(1.5)
+    assert list(summary.optimizer) == ["sgd", "sgdp", "adamw", "adamp"] * 2 and (summary.seeds == 3).all()
+    assert list(summary.setting) == ["E.2"] * 4 + ["Table 1"] * 4
+    t1 = summary[summary.setting == "Table 1"].set_index("optimizer")
+    assert t1.norm_growth_sd["sgd"] == pytest.approx(0.01) and t1.train_minutes["sgd"] == pytest.approx(1.5)
+    assert t1.paper_norm_growth.to_dict() == {"sgd": 1.36, "sgdp": -0.04, "adamw": 8.71, "adamp": 1.73}
+    assert t1.paper_top1.isna().all() and summary.paper_top1.notna().sum() == 4  # Table 2 beside E.2's runs only
+    assert list(summary[summary.setting == "E.2"].paper_weight_decay) == [1e-4] * 4
     found = R.cifar_contrasts(summary, n_test=10_000).set_index(["name", "a"])
     assert list(found.index.get_level_values(0)) == ["norm growth"] * 2 + ["test accuracy"] * 2
     g = found.loc[("norm growth", "adamp")]
     assert g.noise == pytest.approx(0.01) and g["diff"] == pytest.approx(-0.005)  # the claimed way, inside the spread
+    assert found.loc[("norm growth", "sgdp")].value_b == pytest.approx(0.51)  # Table 1's decay, not E.2's -0.99
+    assert found.loc[("test accuracy", "adamp")].value_b == pytest.approx(20.1)  # E.2's decay, not Table 1's 10.1
     a = found.loc[("test accuracy", "sgdp")]
     assert a.noise == pytest.approx(math.sqrt(2) * findings.binomial_sd(31.7, 10_000))  # > the seed sd 0.1
     claims = {(c["claim"]): c for c in R.cifar_claims(found.reset_index(), res, "CIFAR-10", real_data=True, seeds=3)}
@@ -241,9 +252,11 @@ def test_cifar_runs_summary_and_contrasts_judge_each_pair_against_its_seed_sprea
     assert claims["test accuracy: AdamP > AdamW"]["word"] == "holds"
     assert claims["test accuracy: SGDP > SGD"]["word"] == "undecided"
     text = R.cifar_found(RunConfig(width=8, n=1024, batch_size=64, num_epochs=100), found.reset_index(), res,
-                         "CIFAR-10", seeds=3)
-    assert "SGDP +0.030 vs SGD +0.510 (smaller with the projection, beyond the noise" in text
-    assert "AdamP +0.075 vs AdamW +0.080 (smaller with the projection, within the noise" in text
+                         "CIFAR-10", seeds=3, summary=summary)
+    assert "SGDP +0.030 vs SGD +0.510 at paper WD 1e-5 (smaller with the projection, beyond the noise" in text
+    assert "AdamP +0.075 vs AdamW +0.080 at no WD (smaller with the projection, within the noise" in text
+    assert "At E.2's weight decay, ten times Table 1's for SGD and SGDP, the norms change by SGD -0.990" in text
+    assert claims["norm growth: SGDP < SGD"]["train_minutes"] == pytest.approx(3.0)  # its 6 runs, not all 12
     assert "1 of 2 beyond the noise" in text and "no claim is decided" not in text
     one = R.cifar_contrasts(R.cifar_summary(R.cifar_runs(*_cifar_runs({"sgd": 0.5, "sgdp": 0.02}, {"sgd": 30, "sgdp": 31},
                                                                        seeds=(0,)))), n_test=10_000)
@@ -261,4 +274,29 @@ def test_a_norm_growth_claim_is_undecided_where_the_baselines_norm_did_not_grow(
     assert sgd["verdict"].startswith("undecided (SGD's norm did not grow: no growth for the projection to slow)")
     assert claims["norm growth: AdamP < AdamW"]["word"] == "holds"  # AdamW's norm grew: judged as usual
     text = R.cifar_found(RunConfig(width=8, n=1024, batch_size=64, num_epochs=100), found, res, "CIFAR-10", seeds=3)
-    assert "Here the norm of SGD shrinks" in text and "1.21 → 1.02" in text and "AdamW shrinks" not in text
+    assert "Here the norm of SGD shrinks even at this decay" in text and "that claim stays *undecided*" in text
+    assert "AdamW shrinks" not in text and "1.21 → 1.02" not in text  # no E.2 sentence without the summary
+
+
+def test_cifar_plan_trains_each_optimizer_at_e2s_and_table_1s_weight_decay():
+    """Every profile's plan holds E.2's runs (the accuracy claims) and the runs at Table 1's decays (the norm-growth
+    claims: 1e-5 for SGD / SGDP, none for AdamW / AdamP), both with η × B/256 and λ × 50,000/N, so that each run's
+    weight decay relaxes the scale-invariant norm in as many epochs as the reference run at 50,000 images does."""
+    from repro_lib import profiles
+    from repro_lib.papers.adamp import cifar
+
+    cpu, paper = cifar.plan("cpu"), cifar.plan("paper")
+    assert len(cpu) == 24 and cpu.groupby(["setting", "optimizer"]).size().eq(3).all()
+    key = lambda p: {(r.setting, r.optimizer): r.cfg for r in p[p.seed == p.seed.min()].itertuples()}  # noqa: E731
+    ours, ref = key(cpu), key(paper)
+    for (setting, opt), c in ours.items():
+        r = ref[(setting, opt)]
+        assert c.lr / c.batch_size == pytest.approx(r.lr / r.batch_size)
+        assert profiles.relaxation_tuning_factor(c) == pytest.approx(profiles.relaxation_tuning_factor(r))
+    assert ref[("Table 1", "sgd")].weight_decay == 1e-5 and ref[("E.2", "sgd")].weight_decay == 1e-4
+    assert ref[("Table 1", "adamw")].weight_decay == 0.0 and ref[("E.2", "adamw")].weight_decay == 0.1
+    assert ours[("Table 1", "sgdp")].weight_decay == pytest.approx(1e-5 * 50_000 / 1024)
+    assert [cifar.paper_weight_decay(o, "Table 1") for o in ("sgd", "sgdp", "adamw", "adamp")] == [1e-5, 1e-5, 0, 0]
+    assert cifar.paper_weight_decay("adamw", "E.2") == pytest.approx(1e-4)
+    with pytest.raises(ValueError, match="^setting:"):
+        cifar.paper_weight_decay("sgd", "E.3")

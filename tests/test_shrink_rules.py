@@ -17,13 +17,6 @@ from repro_lib.papers import registry
 from repro_lib.papers.yun2022 import grids
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
-#: cpu plans that do not keep the rules yet, and why; each must still break one (so the entry goes when fixed)
-PENDING = {
-    "yun2022_table5": "2-8 steps per epoch in its large-B cells; N and B both / 16 (N = 1,562, B = 8 ... 128: the "
-                      "paper's own steps per epoch) with 52 epochs keeps the rules, ~34 min estimated, but its B = 8 "
-                      "stack (195 steps per epoch) trains several times slower than the cost model says (it has no "
-                      "per-step cost): far over the cap",
-}
 
 
 def _cpu_and_paper(name):
@@ -33,10 +26,7 @@ def _cpu_and_paper(name):
 @pytest.mark.parametrize("name", registry.with_plans())
 def test_every_cpu_plan_keeps_the_rules(name):
     breaks = [b for cpu, paper in zip(*_cpu_and_paper(name)) for b in profiles.shrink_breaks(cpu, paper)]
-    if name in PENDING:
-        assert breaks, f"{name} keeps the rules now: remove it from PENDING"
-    else:
-        assert not breaks, f"{name}: {breaks}"
+    assert not breaks, f"{name}: {breaks}"
 
 
 @pytest.mark.parametrize("name", registry.with_plans())
@@ -144,7 +134,11 @@ def test_steps_rule_asks_for_the_papers_count_where_it_is_lower():
     low = rules[rules.paper_steps < profiles.MIN_STEPS_PER_EPOCH]
     assert len(low) and (low.min_steps == low.paper_steps).all() and (low.steps >= low.min_steps).all()
     assert not profiles.shrink_breaks(plan, e.plan("paper"))
-    assert profiles.shrink_breaks(e.plan("cpu"), e.plan("paper"))  # the published shrink (B = 32 ... 512) does not
+    old = dataclasses.replace(e.profiles["cpu"], n_scale=1 / 25, b_scale=1 / 4)  # the shrink N / 25, B / 4 did not
+    old = dataclasses.replace(e, profiles={**e.profiles, "cpu": old}).plan("cpu")
+    assert profiles.shrink_breaks(old, e.plan("paper")) == ["2 steps per epoch (at least 13)",
+                                                            "4 steps per epoch (at least 16)",
+                                                            "8 steps per epoch (at least 16)"]
 
 
 def test_cost_model_counts_a_shared_run_once_and_refuses_an_unknown_model():
@@ -178,12 +172,16 @@ def test_cost_model_agrees_with_the_published_runs(name):
 
 def test_the_notebooks_print_the_rules_with_the_grid(tmp_path, capsys):
     """The set-up cell of a Yun et al. notebook prints the rules beside the grid: kept for Table 2's cpu shrink,
-    broken -- with the rule named -- for Table 5's (2-8 steps per epoch in its large-B cells)."""
+    broken -- with the rule named -- for a Table 5 shrink that divides B less than N (N / 25, B / 4: 2-8 steps per
+    epoch in its large-B cells)."""
     from repro_lib.papers.yun2022.table_notebook import YunTables, rules_text
 
     t2 = rules_text(grids.get("yun2022_table2").plan("cpu"), grids.get("yun2022_table2").plan("paper"))
     assert t2.startswith("shrink rules: 16 steps per epoch (paper 196; at least 16)") and t2.endswith("-- kept")
-    t5 = rules_text(grids.get("yun2022_table5").plan("cpu"), grids.get("yun2022_table5").plan("paper"))
+    t5 = grids.get("yun2022_table5")
+    t5 = dataclasses.replace(t5, profiles={**t5.profiles, "cpu": grids._cpu(80, n_scale=1 / 25, b_scale=1 / 4,
+                                                                            keep={"n": (25000,)}, compile=False)})
+    t5 = rules_text(t5.plan("cpu"), t5.plan("paper"))
     assert t5.endswith("BROKEN: 2 steps per epoch (at least 13); 4 steps per epoch (at least 16); 8 steps per epoch "
                        "(at least 16)")
     YunTables("yun2022_tables7_11", ["yun2022_table7", "yun2022_table11"], profile="cpu",

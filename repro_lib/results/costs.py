@@ -86,7 +86,8 @@ def cost_table(reports: str | os.PathLike = "reports") -> str:
     rows = []
     for r in cost_rows(reports):
         trained = "not published" if r["trained_min"] is None else f"{r['trained_min']:.0f}"
-        notes = ([f"{'/'.join(map(str, r['threads']))} threads"] if r["threads"] else []) + (
+        threads = "/".join(map(str, r["threads"]))
+        notes = ([f"{threads} thread{'' if threads == '1' else 's'}"] if r["threads"] else []) + (
             [f"{r['recorded']} of {r['runs']} runs"] if r["trained_min"] is not None and r["recorded"] < r["runs"]
             else [])
         trained += f" ({', '.join(notes)})" if notes else ""

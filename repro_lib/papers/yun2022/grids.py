@@ -290,17 +290,17 @@ for _name, _lrs in (("yun2022_table3", (0.4,)), ("yun2022_table4", (4,))):
         }))
 
 # Table 5: eta = 0.1, lambda = 0.0016 fixed, B in {32 ... 2048} x N in {3125 ... 50000}; yellow B = 0.02048 N.
-# cpu: N 25000 /25 (1000), B /4 (32 ... 512), LR x6.25; the column's five B cells x1/4 ... x4 in tuning factor
-# around the yellow B = 512 (B 128 ... 2048 in the paper); 3 seeds; 80 epochs: 15 x 1000 x 80 = 1.2M image-epochs.
-# Its B = 128 ... 512 cells take 8, 4 and 2 steps per epoch, fewer than the shrink rules ask for (the paper's
-# 49, 25, 13). N and B both /16 with 52 epochs keep them, but train far slower than the cost model says (it has
-# no per-step cost): the 3-member stack at B = 8 takes 195 steps per epoch (tests/test_shrink_rules.py PENDING).
+# cpu: the paper's column N = 25,000 with N and B both /16 (N 1,562, B 8 ... 128), so every cell keeps the paper's
+# own steps per epoch (196, 98, 49, 25 and 13: B varies 16x within the column, so the x1/4 cell's 13 steps bound
+# B_min at N / 196) and, with eta and lambda unchanged, the paper's tuning factor; the column's five B cells
+# x1/4 ... x4 in tuning factor around the yellow B = 32 (paper B = 512); 3 seeds; 52 epochs (LR /10 at epoch 26:
+# one relaxation time 1/(2 TF) of the x1/4 cell, four of the yellow one).
 _register(Experiment(
     table="yun2022_table5",
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 8,
                         keep={"n": (25000, 50000), "batch_size": (512, 1024)}),
-        "cpu": _cpu(80, n_scale=1 / 25, b_scale=1 / 4, keep={"n": (25000,)}, compile=False),  # 5 batch sizes
+        "cpu": _cpu(52, n_scale=1 / 16, b_scale=1 / 16, keep={"n": (25000,)}, compile=False),  # 5 batch sizes
         "gpu": _gpu(),
         "paper": _paper(),
     }))

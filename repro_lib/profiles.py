@@ -108,9 +108,10 @@ CPU_CAP_MINUTES = 45.0
 # of the stack), and the factor by batch size from the ResNet-18 records. Below B = 32 the factor carries each
 # step's fixed cost: B = 4, 8 and 16 are the records' B = 32 factor times the ratio to B = 32 that one run of
 # ``benchmarks/bench_fit.py`` measured (a 3-member stack, 2 threads, real images; benchmarks/README.md, "Small
-# batches on CPU"): 1.90, 1.47 and 1.23, below the sqrt(32 / B) = 2.83, 2.00 and 1.41 assumed before they were
-# measured. The same run measured up to 2x apart on different days of the same 2-core machine type, so an
-# estimate is good to a factor of 2.
+# batches on CPU"): 1.90, 1.47 and 1.23, where a sqrt(32 / B) rule would give 2.83, 2.00 and 1.41. Unstacked runs
+# (the optimizers ``fit_many`` does not implement) cost more per image than these stack-based rates. The same run
+# measured up to 2x apart on different days of the same 2-core machine type, so an estimate is good to a factor
+# of 2.
 CPU_MS_PER_IMAGE_EPOCH = {"resnet18": 0.86, "preresnet32": 3.0, "densenet100": 5.2, "vgg11_bn": 0.30,
                           "vgg13_bn": 0.40, "vgg16_bn": 0.47, "vgg19_bn": 0.57}
 CPU_BATCH_FACTOR = {4: 3.25, 8: 2.52, 16: 2.11, 32: 1.71, 64: 1.26, 128: 1.0, 256: 1.25, 512: 1.51}

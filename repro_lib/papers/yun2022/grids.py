@@ -293,9 +293,9 @@ for _name, _lrs in (("yun2022_table3", (0.4,)), ("yun2022_table4", (4,))):
 # cpu: the paper's column N = 25,000 with N and B both /16 (N 1,562, B 8 ... 128), so every cell keeps the paper's
 # own steps per epoch (196, 98, 49, 25 and 13: B varies 16x within the column, so the x1/4 cell's 13 steps bound
 # B_min at N / 196) and, with eta and lambda unchanged, the paper's tuning factor (0.03 % lower: N = 1,562.5 is
-# rounded to whole images); the column's five B cells
-# x1/4 ... x4 in tuning factor around the yellow B = 32 (paper B = 512); 3 seeds; 52 epochs (LR /10 at epoch 26:
-# one relaxation time 1/(2 TF) of the x1/4 cell, four of the yellow one).
+# rounded to whole images); the column's five B cells x1/4 ... x4 in tuning factor around the yellow B = 32
+# (paper B = 512); 3 seeds; 52 epochs (LR /10 at epoch 26: one relaxation time 1/(2 TF) of the x1/4 cell, four of
+# the yellow one).
 _register(Experiment(
     table="yun2022_table5",
     profiles={

@@ -23,6 +23,7 @@ import pandas as pd
 
 from ...results import findings
 from .. import transcribed
+from . import cifar as C
 from . import toys as T
 
 PAPER = "Heo et al. 2021 (AdamP)"
@@ -435,9 +436,7 @@ CIFAR_KEYS = ["setting", "optimizer", "seed"]
 
 def _settings(df: pd.DataFrame) -> list[str]:
     """The settings of ``df`` in the plan's order (``cifar.SETTING_NAMES``)."""
-    from .cifar import SETTING_NAMES
-
-    return [s for s in SETTING_NAMES if s in set(df.setting)]
+    return [s for s in C.SETTING_NAMES if s in set(df.setting)]
 
 
 def cifar_runs(res: pd.DataFrame, hist: pd.DataFrame) -> pd.DataFrame:
@@ -463,14 +462,12 @@ def cifar_summary(runs: pd.DataFrame) -> pd.DataFrame:
     epoch 1 and at the end, the training minutes of all its runs, the paper's weight decay of the setting, Table 1's
     ImageNet ResNet-18 norm growth at that decay (NaN where Table 1 has no row) and, for E.2's decay, Table 2's
     ResNet-18 top-1."""
-    from .cifar import paper_weight_decay
-
     rows = []
     for setting in _settings(runs):
         for opt in [o for o in NET_NAMES if o in set(runs[runs.setting == setting].optimizer)]:
             r = runs[(runs.setting == setting) & (runs.optimizer == opt)]
             done = r[r.status == "finished"]
-            wd = paper_weight_decay(opt, setting)
+            wd = C.paper_weight_decay(opt, setting)
             rows.append(dict(setting=setting, optimizer=opt, paper_weight_decay=wd, seeds=len(done),
                              test_acc=done.test_acc.mean(), test_acc_sd=done.test_acc.std(),
                              weight_norm_first_epoch=done.weight_norm_first_epoch.mean(),
@@ -597,11 +594,6 @@ def _paper_top1(opt: str, model: str = "resnet18") -> float:
     return float(row.top1.iloc[0]) if len(row) else math.nan
 
 
-#: the Table 1 row pairs (optimizer, paper weight decay) beside which the CIFAR norm growth is read: SGD/SGDP at
-#: 1e-5 (the one decay where both have a row), AdamW/AdamP without decay (their only rows)
-TABLE1_PAIRS = {("sgdp", "sgd"): 1e-5, ("adamp", "adamw"): 0.0}
-
-
 def no_growth(row) -> bool:
     """Whether a norm-growth contrast (:func:`cifar_contrasts`) ran where the claim does not speak: the baseline's
     norm (SGD's, AdamW's) did not grow. Table 1 reports the projection slowing a *growth* (SGD/SGDP at weight decay
@@ -618,9 +610,7 @@ def _wd(w: float) -> str:
 
 def _wd_text(a: str, b: str, setting: str) -> str:
     """The paper's weight decay of the pair ``a``, ``b`` in ``setting``, e.g. "paper WD 1e-5" or "no WD"."""
-    from .cifar import paper_weight_decay
-
-    wd = {paper_weight_decay(a, setting), paper_weight_decay(b, setting)}
+    wd = {C.paper_weight_decay(a, setting), C.paper_weight_decay(b, setting)}
     return "no WD" if wd == {0.0} else "paper WD " + " / ".join(_wd(w) for w in sorted(wd))
 
 
@@ -645,7 +635,7 @@ def cifar_claims(found: pd.DataFrame, res: pd.DataFrame, data: str, real_data: b
             if no_growth(r._asdict()) and not (real_data and seeds < findings.MIN_SEEDS):
                 word, reason = "undecided", f"{b}'s norm did not grow: no growth for the projection to slow"
         if r.name == "norm growth":
-            wd = TABLE1_PAIRS[(r.a, r.b)]
+            wd = C.paper_weight_decay(r.b, "Table 1")  # the pair's (cifar.TABLE1_WEIGHT_DECAY)
             paper = (f"Table 1 (ImageNet R18, WD {_wd(wd)}): {a} {_paper_norm_growth(r.a, wd):+.2f}, "
                      f"{b} {_paper_norm_growth(r.b, wd):+.2f}")
             ours = f"{a} {findings.num(r.value_a, '+.3f')}, {b} {findings.num(r.value_b, '+.3f')}"

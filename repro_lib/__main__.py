@@ -9,6 +9,10 @@
   (``-p collect True``: nothing trains), then the README's results table;
 * ``python -m repro_lib sweep NOTEBOOK --profile P --executor {local,slurm} […]``: submit the notebook's grid as
   one submitit job array (``repro_lib.runs.cluster``); then ``run NOTEBOOK -p collect True`` renders it;
+* ``python -m repro_lib tune --n N --batch-size B --lr LR --momentum MU (--weight-decay WD | --tuning-factor TF)
+  [--to-n N2 --to-batch-size B2 --to-momentum MU2]``: the tuning factor of Yun et al. Eq. 27, its relaxation time
+  and expected angular update per epoch, and the weight decay (or LR) that keeps it at another N, B or μ
+  (``repro_lib.tuning``);
 * ``python -m repro_lib window [--budget-s S --store reports --out DIR --data-root gpu_data …]``: the budgeted GPU
   window (``repro_lib.runs.window``): train what the store lacks of the Yun et al. paper-protocol queue within
   ``--budget-s`` seconds, stopping between epochs; ``--plan-only`` prints the queue, ``--tidy`` drops the files of
@@ -18,6 +22,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from .runs.notebook import RUN_DEFAULTS, find_notebooks, run_notebooks, split_parameters, summary_table
@@ -73,6 +78,7 @@ def main(argv=None) -> int:
     rp.add_argument("reports", nargs="?", default="reports")
     rp.add_argument("notebooks", nargs="*", help="only these published notebooks (names)")
     rp.add_argument("--readme", default="README.md", help="results table to update ('' to leave the README alone)")
+    add_tune_parser(sub)
     sub.add_parser("window", add_help=False,
                    help="the budgeted GPU window: train what the store lacks of the paper-protocol queue within a "
                         "time budget (`python -m repro_lib window --help`)")
@@ -86,6 +92,8 @@ def main(argv=None) -> int:
                              *(["--check"] if args.check else [])])
     if args.cmd == "report":
         return report(args)
+    if args.cmd == "tune":
+        return tune(args)
 
     try:  # every name, -p name and -p value checked against the notebooks before anything runs
         paths = find_notebooks(args.notebooks)
@@ -104,6 +112,106 @@ def main(argv=None) -> int:
     if failed:
         print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- tune
+TUNE_EXAMPLE = """\
+example (Yun et al. 2022, Table 1: CIFAR-10, N = 50,000, B = 128, eta = 0.1, mu = 0.9, the factor 10/128):
+  python -m repro_lib tune --n 50000 --batch-size 128 --lr 0.1 --momentum 0.9 --tuning-factor 10/128
+    -> weight decay 0.0002
+  python -m repro_lib tune --n 50000 --batch-size 128 --lr 0.1 --momentum 0.9 --weight-decay 2e-4 --to-batch-size 512
+    -> tuning factor 0.078125 (10/128); at B = 512 weight decay 0.0008 (or learning rate 0.4)
+"""
+
+
+def _tuning_factor_value(text: str) -> float:
+    """A number or a fraction such as ``10/128`` (argparse type of ``--tuning-factor``)."""
+    from fractions import Fraction
+
+    try:
+        return float(Fraction(text.replace("_", "")))
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"not a number or a fraction such as 10/128: {text!r}") from None
+
+
+def add_tune_parser(sub) -> None:
+    tp = sub.add_parser("tune", help="the tuning factor N*lr*wd/(B(1-momentum)) of Yun et al. (Eq. 27) and the weight "
+                                     "decay that keeps it at another N, B or momentum",
+                        description="The tuning factor N*lr*wd/(B(1-momentum)) (Yun et al. 2022, Eq. 27), its "
+                                    "relaxation time 1/(2 TF) in epochs and the angular update per epoch arccos(1-TF) "
+                                    "it implies; with --to-*, the weight decay (or, alternatively, the learning rate) "
+                                    "that keeps the factor. SGD with coupled L2 weight decay and PyTorch momentum.",
+                        epilog=TUNE_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    tp.add_argument("--n", type=float, required=True, help="training images N")
+    tp.add_argument("--batch-size", type=float, required=True, help="batch size B")
+    tp.add_argument("--lr", type=float, required=True, help="learning rate eta (per step)")
+    tp.add_argument("--momentum", type=float, required=True, help="momentum mu in [0, 1) (0: plain SGD)")
+    given = tp.add_mutually_exclusive_group(required=True)
+    given.add_argument("--weight-decay", type=float, help="weight decay lambda (coupled L2): print its tuning factor")
+    given.add_argument("--tuning-factor", type=_tuning_factor_value,
+                       help="a tuning factor, e.g. 10/128: print the weight decay that gives it")
+    tp.add_argument("--to-n", type=float, help="another N: the weight decay / LR that keep the factor there")
+    tp.add_argument("--to-batch-size", type=float, help="another B: the weight decay / LR that keep the factor there")
+    tp.add_argument("--to-momentum", type=float, help="another mu: the weight decay / LR that keep the factor there")
+
+
+def _g(v: float) -> str:
+    """A number as the command line prints it: 50,000, 128, 0.1, 0.0002."""
+    return f"{v:,.0f}" if float(v).is_integer() and abs(v) >= 1 else f"{v:.6g}"
+
+
+def tune(args) -> int:
+    """``python -m repro_lib tune``: print, or on a bad value say which option is wrong (exit 2, no traceback)."""
+    from . import tuning
+
+    options = {"n": "--n", "batch_size": "--batch-size", "lr": "--lr", "momentum": "--momentum",
+               "weight_decay": "--weight-decay", "tuning_factor": "--tuning-factor"}
+    to_given = {k: getattr(args, "to_" + k) for k in ("n", "batch_size", "momentum")
+                if getattr(args, "to_" + k) is not None}
+
+    def call(fn, names=options, **kw):
+        try:
+            return fn(**kw)
+        except ValueError as e:
+            name, _, why = str(e).partition(": ")
+            raise ValueError(f"{names.get(name, name)}: {why}") from None
+
+    try:  # everything is computed (and so checked) before anything is printed
+        at = dict(n=args.n, batch_size=args.batch_size, momentum=args.momentum)
+        if args.weight_decay is not None:
+            tf = call(tuning.tuning_factor, lr=args.lr, weight_decay=args.weight_decay, **at)
+            wd = args.weight_decay
+        else:
+            wd = call(tuning.weight_decay_for, tuning_factor=args.tuning_factor, lr=args.lr, **at)
+            tf = args.tuning_factor
+        relax = call(tuning.relaxation_epochs, tuning_factor=tf)
+        turn = tuning.angular_update_per_epoch(tf) if tf <= 2 else math.nan
+        if to_given:
+            to = {**at, **to_given}
+            to_names = {**options, **{k: f"--to-{k.replace('_', '-')}" for k in to_given}}
+            new_wd = call(tuning.weight_decay_for, to_names, tuning_factor=tf, lr=args.lr, **to)
+            new_lr = call(tuning.lr_for, to_names, tuning_factor=tf, weight_decay=wd, **to) if wd > 0 else math.nan
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"N = {_g(args.n)}, B = {_g(args.batch_size)}, lr = {_g(args.lr)}, momentum = {_g(args.momentum)}, "
+          f"weight decay = {_g(wd)}")
+    print(f"tuning factor N*lr*wd/(B(1-momentum)) = {tf:.6g} ({_g(tf * 128)}/128; Eq. 27)")
+    print(f"relaxation time 1/(2 TF) = {relax:.3g} epochs (the angular update settles within a few of them: "
+          "train at least 3 before the first LR decay)" if math.isfinite(relax) else
+          "relaxation time: none (no weight decay: the weight norm only grows)")
+    if math.isfinite(turn):
+        print(f"angular update per epoch arccos(1 - TF) = {turn:.4g} rad ({math.degrees(turn):.3g} deg), "
+              "the first-order reading of Eq. 27")
+    else:
+        print("angular update per epoch: arccos(1 - TF) is undefined above TF = 2 (Eq. 27 does not apply)")
+    if to_given:
+        print(f"at N = {_g(to['n'])}, B = {_g(to['batch_size'])}, momentum = {_g(to['momentum'])} "
+              "the factor is kept by")
+        print(f"  weight decay {_g(new_wd)} (at lr {_g(args.lr)})")
+        if math.isfinite(new_lr):
+            print(f"  or learning rate {_g(new_lr)} (at weight decay {_g(wd)})")
     return 0
 
 

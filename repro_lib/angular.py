@@ -29,13 +29,16 @@ __all__ = ["tuning_factor", "predicted_angular_update", "angle", "AngularTracker
 
 def tuning_factor(n: float, batch_size: float, lr: float, weight_decay: float, momentum: float = 0.0) -> float:
     """The tuning factor ``N·η·λ / (B·(1−μ))`` of Yun et al. Eq. 27 (coupled L2 weight decay λ, PyTorch SGD
-    momentum μ; μ = 0 gives plain SGD, Eq. 18). Paper base cell: N=50000, B=128, η=0.1, λ=1e-4, μ=0.9 -> 5/128."""
-    if n <= 0 or batch_size <= 0:
-        raise ValueError(f"tuning_factor: n and batch_size must be > 0, got {n}, {batch_size}")
-    if lr < 0 or weight_decay < 0:
-        raise ValueError(f"tuning_factor: lr and weight_decay must be >= 0, got {lr}, {weight_decay}")
+    momentum μ; μ = 0 gives plain SGD, Eq. 18). Paper base cell: N=50000, B=128, η=0.1, λ=1e-4, μ=0.9 -> 5/128.
+    A bad value is a ``ValueError`` whose message starts with the argument's name."""
+    for name, v in (("n", n), ("batch_size", batch_size)):
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"{name}: must be a finite number > 0, got {v!r}")
+    for name, v in (("lr", lr), ("weight_decay", weight_decay)):
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError(f"{name}: must be a finite number >= 0, got {v!r}")
     if not 0.0 <= momentum < 1.0:
-        raise ValueError(f"tuning_factor: momentum must be in [0, 1), got {momentum}")
+        raise ValueError(f"momentum: must be in [0, 1), got {momentum!r}")
     return n * lr * weight_decay / (batch_size * (1.0 - momentum))
 
 

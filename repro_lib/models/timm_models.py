@@ -10,7 +10,9 @@ subtraction). The SE convs, the classifier and all BN affine parameters are not 
 
 Registered names: ``efficientnet_b0``, ``resnet50``, ``mobilenetv2_100`` (the papers' models) and timm's tiny
 test networks ``test_efficientnet`` (BN) and ``test_efficientnet_gn`` (GroupNorm: per-sample normalization, so
-a K-rank DDP run equals a 1-rank run exactly — used by the distributed tests and smoke profiles).
+a K-rank DDP run equals a 1-rank run exactly — used by the distributed tests and smoke profiles), and
+``test_byobnet`` (BN; one each of timm's edge, dark, basic and bottleneck blocks, squeeze-and-excitation convs with
+biases; none of the papers' networks: the tutorial ``notebooks/tuning_rule.ipynb`` applies the tuning rule to it).
 
 ``scale_invariant=True`` is rejected (these papers use the unmodified timm nets); ``width`` and ``ghost_batch``
 (the CIFAR models' options) are ignored: the timm architecture fixes its widths.
@@ -22,7 +24,9 @@ E.2) and says nothing about zero-init, so we build ``resnet50`` (and ``resnet18_
 ``zero_init_last=False`` (:data:`TIMM_DEFAULTS`): every BN weight starts at 1, as in torchvision. Zero-init would
 also change Table 1's norms and make the first gradient of each block's last conv exactly zero. timm's
 MobileNetV2 / EfficientNet (TF-style ``_init_weight_goog``: BN weight 1, conv N(0, 2/fan_out)) have no such
-option and zero nothing; they are built as timm defines them. A caller's explicit ``zero_init_last`` wins.
+option and zero nothing; they are built as timm defines them. ``test_byobnet`` is built without zero-init too, so
+that every conv weight gets a gradient from the first step (``repro_lib.tuning.scale_invariance`` can only test a
+tensor that does). A caller's explicit ``zero_init_last`` wins.
 
 **EfficientNet-B0 regularizers and BatchNorm (Yun et al. Sec. 6): timm's defaults, a choice.** ``efficientnet_b0``
 is ``timm.create_model("efficientnet_b0")`` as timm defines it (checked on timm 1.0.31): ``drop_rate=0.0`` (no
@@ -117,7 +121,8 @@ def conv_bn_weight_names(model: nn.Module, method: str = "auto") -> list[str]:
 
 #: timm architecture -> ``create_model`` keyword defaults (see "Initialization" in the module docstring):
 #: the ResNets without timm's zero-init of each residual branch's last BN (torchvision / He et al. 2016 init).
-TIMM_DEFAULTS: dict[str, dict] = {"resnet18": dict(zero_init_last=False), "resnet50": dict(zero_init_last=False)}
+TIMM_DEFAULTS: dict[str, dict] = {"resnet18": dict(zero_init_last=False), "resnet50": dict(zero_init_last=False),
+                                  "test_byobnet": dict(zero_init_last=False)}
 
 
 def _timm(name: str, num_classes: int, scale_invariant: bool, **kw) -> nn.Module:
@@ -142,5 +147,6 @@ def _register(name: str):
     return build
 
 
-for _name in ("efficientnet_b0", "resnet50", "mobilenetv2_100", "test_efficientnet", "test_efficientnet_gn"):
+for _name in ("efficientnet_b0", "resnet50", "mobilenetv2_100", "test_efficientnet", "test_efficientnet_gn",
+              "test_byobnet"):
     _register(_name)

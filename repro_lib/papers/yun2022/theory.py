@@ -10,24 +10,13 @@ For a scale-invariant loss, L(c·w) = L(w) for every c > 0, and therefore
 """
 from __future__ import annotations
 
-import copy
-
 import pandas as pd
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from ...tuning import scale_invariance
 
 __all__ = ["check_scale_invariance"]
-
-
-def _loss_and_grads(model: nn.Module, names: list[str], x: torch.Tensor, y: torch.Tensor):
-    params = dict(model.named_parameters())
-    loss = F.cross_entropy(model(x), y)
-    grads = torch.autograd.grad(loss, [params[n] for n in names])
-    return loss.detach(), grads
-
-
-_NORMS = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
 
 
 def check_scale_invariance(model: nn.Module, x: torch.Tensor, y: torch.Tensor, c: float = 3.0,
@@ -43,31 +32,16 @@ def check_scale_invariance(model: nn.Module, x: torch.Tensor, y: torch.Tensor, c
     A normalization layer divides by sqrt(σ² + ε), so the network is scale-invariant only up to ε (1e-5 by
     default): the deviations are of order ε/σ², not rounding. ``bn_eps`` replaces ε in the copies' normalization
     layers (e.g. 1e-20 in float64 leaves rounding error only), to show that ε is the whole residual.
+
+    The measurement is ``repro_lib.tuning.scale_invariance(..., together=True)`` in the model's own precision;
+    ``repro_lib.tuning.scale_invariant_parameters`` finds such tensors on any network, one tensor at a time.
     """
     if c <= 0:
         raise ValueError(f"check_scale_invariance: c must be > 0, got {c}")
     names = list(getattr(model, "scale_invariant_names", []))
     if not names:
         raise ValueError("check_scale_invariance: the model declares no scale_invariant_names")
-    base, scaled = copy.deepcopy(model).train(), copy.deepcopy(model).train()
-    if bn_eps is not None:
-        for m in [*base.modules(), *scaled.modules()]:
-            if isinstance(m, _NORMS):
-                m.eps = bn_eps
-    with torch.no_grad():
-        sp = dict(scaled.named_parameters())
-        for n in names:
-            sp[n].mul_(c)
-    loss, grads = _loss_and_grads(base, names, x, y)
-    loss_c, grads_c = _loss_and_grads(scaled, names, x, y)
-    bp = dict(base.named_parameters())
-    rows = []
-    for n, g, gc in zip(names, grads, grads_c):
-        w = bp[n].detach()
-        gn = g.norm()
-        rows.append(dict(tensor=n, numel=w.numel(),
-                         cos_w_grad=float((w * g).sum() / (w.norm() * gn)),
-                         grad_ratio=float(gc.norm() / gn)))
-    df = pd.DataFrame(rows)
-    df.attrs.update(loss=float(loss), loss_scaled=float(loss_c), c=float(c))
-    return df
+    df = scale_invariance(model, x, y, names=names, c=c, together=True, bn_eps=bn_eps, dtype=None)
+    out = df[["tensor", "numel", "cos_w_grad", "grad_ratio"]].copy()
+    out.attrs.update(loss=df.attrs["loss"], loss_scaled=df.attrs["loss_scaled"], c=float(c))
+    return out

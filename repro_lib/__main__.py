@@ -200,7 +200,7 @@ def tune(args) -> int:
     print(f"tuning factor N*lr*wd/(B(1-momentum)) = {tf:.6g} ({_g(tf * 128)}/128; Eq. 27)")
     print(f"relaxation time 1/(2 TF) = {relax:.3g} epochs (the angular update settles within a few of them: "
           "train at least 3 before the first LR decay)" if math.isfinite(relax) else
-          "relaxation time: none (no weight decay: the weight norm only grows)")
+          "relaxation time: none (tuning factor 0: nothing pulls the weight norm back)")
     if math.isfinite(turn):
         print(f"angular update per epoch arccos(1 - TF) = {turn:.4g} rad ({math.degrees(turn):.3g} deg), "
               "the first-order reading of Eq. 27")

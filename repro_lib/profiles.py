@@ -113,7 +113,10 @@ CPU_CAP_MINUTES = 45.0
 # measured up to 2x apart on different days of the same 2-core machine type, so an estimate is good to a factor
 # of 2.
 CPU_MS_PER_IMAGE_EPOCH = {"resnet18": 0.86, "preresnet32": 3.0, "densenet100": 5.2, "vgg11_bn": 0.30,
-                          "vgg13_bn": 0.40, "vgg16_bn": 0.47, "vgg19_bn": 0.57}
+                          "vgg13_bn": 0.40, "vgg16_bn": 0.47, "vgg19_bn": 0.57,
+                          # timm test_byobnet (width ignored): fit on the JPEG stand-in, 3 epochs each at B = 16, 32,
+                          # 64, 128 on 1 thread, scaled to B = 128 by the factors below (an upper bound for 2 threads)
+                          "test_byobnet": 1.6}
 CPU_BATCH_FACTOR = {4: 3.25, 8: 2.52, 16: 2.11, 32: 1.71, 64: 1.26, 128: 1.0, 256: 1.25, 512: 1.51}
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 from .adamp import cifar as adamp_cifar
 from .backmatching import backmatching
 from .li_arora import exp_lr
-from .yun2022 import grids
+from .yun2022 import grids, tuning_rule
 
 YUN = "Yun et al. 2022"
 ADAMP = "Heo et al. 2021"
@@ -76,6 +76,10 @@ def _adamp_cifar(profile: str, seed: int = 0, dataset: str = "", device: str = "
     return [adamp_cifar.plan(profile, seed=seed, dataset=dataset or "cifar10", device=device, **overrides)]
 
 
+def _tuning_rule(profile: str, seed: int = 0, dataset: str = "", device: str = "auto", **_) -> list[pd.DataFrame]:
+    return [tuning_rule.plan(profile, seed=seed, dataset=dataset or "cifar10", device=device)]
+
+
 @dataclass(frozen=True)
 class Notebook:
     """One notebook of ``notebooks/``: the paper and what of it the notebook reproduces; ``plans(profile,
@@ -103,6 +107,8 @@ NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for nb in (
     Notebook("yun2022_tables8_10", YUN, "Tables 8 and 10", _yun("yun2022_table8", "yun2022_table10")),
     Notebook("yun2022_table9", YUN, "Table 9", _yun("yun2022_table9")),
     Notebook("yun2022_section6", YUN, "Sec. 6, Fig. 8"),
+    Notebook("yun2022_tuning_rule", YUN, "the tuning rule (Eq. 27) on a network the papers did not use",
+             _tuning_rule),
     Notebook("adamp_toys", ADAMP, "Figs 1, 3 and H.1, Lemmas 2.1-2.2, Cor. 2.3"),
     Notebook("adamp_cifar", ADAMP, "norm growth and accuracy on CIFAR-10 (Sec. 3-4)", _adamp_cifar),
     Notebook("adamp_delta", ADAMP, "Appendix C, Table B.1"),

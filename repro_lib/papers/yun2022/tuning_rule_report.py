@@ -1,0 +1,352 @@
+"""What ``notebooks/yun2022_tuning_rule.ipynb`` shows from its runs (``tuning_rule.plan``): the search at B, the three
+settings compared by seed (tuned at B, the rule's λ at 4B, λ kept at 4B), their angular update per epoch and
+accuracy, the verdicts and the "What we found" text. Kept apart from ``tuning_rule`` because the registry imports
+that module, which may not reach ``repro_lib.results``.
+
+Each comparison pairs the runs of one seed (same class-balanced subset and initialization) and gives the mean
+difference with its Student-t 95 % interval over seeds (:func:`paired_interval`; ``scipy.stats``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ... import data as data_mod
+from ... import profiles, tuning
+from ...results import findings as fnd
+from ...runs import sweep
+from .tuning_rule import BATCH_FACTOR, rule_weight_decay
+
+#: epochs, ending at the first LR decay, over which a run's angular update per epoch is averaged
+WINDOW = 5
+#: the rule "recovers" Δθ when the rule's Δθ at 4B is within this factor of the tuned Δθ at B (the 25 % the Sec. 3
+#: notebook allows for "shared" Δθ; our reading, the paper gives no number)
+SAME_ANGLE = 1.25
+#: the level of the paired intervals
+LEVEL = 0.95
+#: the three settings compared, in the order of tables and figures
+ARMS = ("tuned at B", "rule at 4B", "control at 4B")
+PAPER = "Yun et al. 2022"
+
+
+# ------------------------------------------------------------------------------------------- numbers
+def paired_interval(diffs, level: float = LEVEL) -> dict:
+    """Mean of per-seed paired differences and its Student-t interval: ``mean``, ``lo``, ``hi``, ``half`` (the
+    half-width), ``n`` (finite differences used). NaN bounds with fewer than two differences."""
+    from scipy import stats
+
+    d = np.asarray([float(v) for v in diffs if v is not None and math.isfinite(float(v))], dtype=float)
+    n = len(d)
+    mean = float(d.mean()) if n else math.nan
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    return dict(mean=mean, lo=mean - half, hi=mean + half, half=half, n=n)
+
+
+def window_angle(history: list[dict], cfg) -> float:
+    """Mean Δθ per epoch (rad, Eq. 11) over the :data:`WINDOW` epochs that end at the run's first LR decay (the
+    last epoch when the schedule has none); NaN when the run has none of them."""
+    decay = profiles.first_decay_epoch(cfg) or cfg.num_epochs
+    vals = [h["angular_update"] for h in history or [] if decay - WINDOW < h.get("epoch", 0) <= decay
+            and h.get("angular_update") is not None and math.isfinite(h["angular_update"])]
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def first_batch(cfg, data_root=None, size: int = 64):
+    """``size`` training images of ``cfg``'s data, normalized as training sees them (no augmentation), and their
+    labels: the batch Lemma 1 is measured on."""
+    from ...train import load_data
+
+    train, _ = load_data(cfg, data_root or None)
+    return next(iter(data_mod.TensorBatches(train, min(size, len(train)), train=False).epoch()))
+
+
+def search(results: pd.DataFrame) -> pd.DataFrame:
+    """Mean test accuracy over the finished seeds per (stage, B, λ), with the tuning factor, the seed sd and the
+    mean Δθ of :func:`window_angle`; ``rank`` within each B (1 = best)."""
+    r = results.assign(dtheta=[window_angle(h, c) for h, c in zip(results.history, results.cfg)])
+    cells = sweep.aggregate(r, by=["stage", "batch_size", "weight_decay", "tuning_factor"])
+    ok = r[r.status == "finished"]
+    cells["dtheta"] = [ok[(ok.batch_size == b) & (ok.weight_decay == w)].dtheta.mean()
+                       for b, w in zip(cells.batch_size, cells.weight_decay)]
+    cells["rank"] = cells.groupby("batch_size").test_acc.rank(ascending=False, method="min")
+    return cells
+
+
+def tuned_weight_decay(results: pd.DataFrame) -> float:
+    """The λ with the best mean accuracy at B over the finished seeds (NaN when no run at B finished)."""
+    cells = search(results)
+    tune = cells[(cells.stage == "tune") & cells.test_acc.notna()]
+    return float(tune.loc[tune.test_acc.idxmax(), "weight_decay"]) if len(tune) else math.nan
+
+
+def arms(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, seed) of :data:`ARMS`: the tuned λ at B, the rule's λ at 4B (same tuning factor) and
+    the control (the tuned λ at 4B), with ``batch_size``, ``weight_decay``, ``tuning_factor``, ``status``,
+    ``test_acc``, ``dtheta`` (:func:`window_angle`) and ``history``."""
+    wd = tuned_weight_decay(results)
+    cols = ["arm", "seed", "batch_size", "weight_decay", "tuning_factor", "status", "test_acc", "dtheta", "history"]
+    if not math.isfinite(wd):
+        return pd.DataFrame(columns=cols)
+    tune = results[results.stage == "tune"]
+    c = tune.cfg.iloc[0]
+    big = BATCH_FACTOR * c.batch_size
+    pick = {ARMS[0]: ("tune", wd), ARMS[1]: ("transfer", rule_weight_decay(wd, c.n, c.batch_size, big, c.lr,
+                                                                            c.momentum)),
+            ARMS[2]: ("transfer", wd)}
+    rows = []
+    for arm, (stage, w) in pick.items():
+        sel = results[(results.stage == stage) & np.isclose(results.weight_decay, w, rtol=1e-9, atol=0)]
+        for _, r in sel.iterrows():
+            rows.append(dict(arm=arm, seed=r.seed, batch_size=r.batch_size, weight_decay=r.weight_decay,
+                             tuning_factor=r.tuning_factor, status=r.status,
+                             test_acc=r.test_acc if r.status == "finished" else math.nan,
+                             dtheta=window_angle(r.history, r.cfg) if r.status == "finished" else math.nan,
+                             history=r.history))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def arm_table(a: pd.DataFrame) -> pd.DataFrame:
+    """Per setting: B, λ, tuning factor, the expected Δθ arccos(1 − TF), mean Δθ and accuracy over seeds (± sd)."""
+    rows = []
+    for arm in ARMS:
+        g = a[a.arm == arm]
+        if not len(g):
+            continue
+        tf = float(g.tuning_factor.iloc[0])
+        rows.append({"setting": arm, "B": int(g.batch_size.iloc[0]), "λ": float(g.weight_decay.iloc[0]),
+                     "tuning factor": tf, "arccos(1 − TF)": tuning.angular_update_per_epoch(tf) if tf <= 2 else math.nan,
+                     "Δθ (rad)": g.dtheta.mean(), "Δθ sd": g.dtheta.std(ddof=1),
+                     "test acc": g.test_acc.mean(), "acc sd": g.test_acc.std(ddof=1),
+                     "seeds": int(g.test_acc.notna().sum())})
+    return pd.DataFrame(rows)
+
+
+def _pairs(a: pd.DataFrame, value: str, x: str, y: str) -> pd.Series:
+    """Per seed: ``value`` of setting ``x`` and of ``y`` side by side (seeds where both finished)."""
+    w = a.pivot_table(index="seed", columns="arm", values=value, aggfunc="first")
+    if x not in w or y not in w:
+        return pd.DataFrame(columns=[x, y])
+    return w[[x, y]].dropna()
+
+
+def paper_protocol(batch_size: int = 128) -> dict:
+    """This notebook's protocol read off the paper's Table 3 (b) (scale-invariant ResNet-18, CIFAR-10, SGDM, η = 0.1,
+    λ searched per B; ``repro_lib.papers.transcribed``): the best λ at ``batch_size`` (tuned), and at
+    :data:`BATCH_FACTOR` × ``batch_size`` the rule's λ (× 4) and the control (λ kept), with their accuracies and the
+    rule's rank among the λ the paper searched there. Empty when the table lacks a cell."""
+    from ..transcribed import table
+
+    t = table("yun2022_table3")
+    t = t[t.subtable == "b"]
+    big = BATCH_FACTOR * batch_size
+    at = {b: t[t.batch_size == b].set_index("weight_decay").accuracy for b in (batch_size, big)}
+    if not len(at[batch_size]) or not len(at[big]):
+        return {}
+    wd = float(at[batch_size].idxmax())
+    c = t.iloc[0]
+    rule = rule_weight_decay(wd, int(c.n), batch_size, big, float(c.lr), float(c.momentum))
+    if rule not in at[big].index or wd not in at[big].index:
+        return {}
+    rank = int(at[big].rank(ascending=False, method="min")[rule])
+    return dict(batch_size=batch_size, big=big, tuned_wd=wd, tuned=float(at[batch_size][wd]), rule_wd=rule,
+                rule=float(at[big][rule]), control=float(at[big][wd]), rank=rank, values=len(at[big]))
+
+
+# ------------------------------------------------------------------------------------------- verdicts
+def findings(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim: ``item``, ``claim``, ``paper_value``, ``ours`` (text), ``mean``/``lo``/``hi`` (the paired
+    interval, or the rank), ``seeds``, ``word``/``reason`` (``results.findings.judge``) and ``verdict`` (published
+    text). The regime check (``results.findings.regime``) is that of the tuned runs at B: a contrary result before
+    their Δθ settled is *undecided*."""
+    a = arms(results)
+    real = fnd.dataset_label(results) != fnd.SYNTHETIC
+    tuned_hist = list(a[a.arm == ARMS[0]].history) if len(a) else []
+    reg = fnd.regime(tuned_hist)
+    settled = reg["settled"]
+    rows = []
+
+    def row(item, claim, paper_value, ours, iv, word_reason, detail):
+        word, reason = word_reason
+        rows.append(dict(item=item, claim=claim, paper_value=paper_value, ours=ours, mean=iv.get("mean"),
+                         lo=iv.get("lo"), hi=iv.get("hi"), seeds=iv.get("n", 0), word=word, reason=reason,
+                         verdict=fnd.verdict_words(word, reason, detail)))
+
+    # 1. Δθ: the rule's at 4B over the tuned one at B (paired log-ratio); the control's beside it
+    p = _pairs(a, "dtheta", ARMS[1], ARMS[0])
+    q = _pairs(a, "dtheta", ARMS[2], ARMS[0])
+    iv = paired_interval(np.log(p[ARMS[1]] / p[ARMS[0]])) if len(p) else paired_interval([])
+    ivc = paired_interval(np.log(q[ARMS[2]] / q[ARMS[0]])) if len(q) else paired_interval([])
+    band = math.log(SAME_ANGLE)
+    ratio = {k: math.exp(iv[k]) if math.isfinite(iv[k]) else math.nan for k in ("mean", "lo", "hi")}
+    cratio = math.exp(ivc["mean"]) if math.isfinite(ivc["mean"]) else math.nan
+    if iv["n"]:
+        holds = abs(iv["mean"]) <= band
+        inside = math.isfinite(iv["half"]) and -band <= iv["lo"] and iv["hi"] <= band
+        outside = math.isfinite(iv["half"]) and (iv["lo"] > band or iv["hi"] < -band)
+        judged = fnd.judge(holds, inside if holds else outside, seeds=iv["n"], real_data=real, settled=settled)
+    else:
+        judged = fnd.judge(None, False)
+    pp = paper_protocol()
+    t3 = f"Table 3 (b), B = {pp['batch_size']} → {pp['big']}" if pp else "Table 3 (b)"
+    row("Eq. 27, λ × 4 at B × 4", "the rule's weight decay at 4B recovers the angular update per epoch of the "
+        "tuned setting at B", "the same tuning factor, the same Δθ per epoch (Eq. 27; Fig. 4, after 50 epochs)",
+        f"Δθ rule / tuned {_ratio(ratio)}, control / tuned {fnd.num(cratio)}",
+        dict(iv, mean=ratio["mean"], lo=ratio["lo"], hi=ratio["hi"]), judged,
+        f"ratio {_ratio(ratio)} (same: within ×{SAME_ANGLE:g}); keeping λ: {fnd.num(cratio)}")
+
+    # 2./3. accuracy: rule − control and rule − tuned, paired by seed
+    paper_d = {(ARMS[1], ARMS[2]): pp.get("rule", math.nan) - pp.get("control", math.nan),
+               (ARMS[1], ARMS[0]): pp.get("rule", math.nan) - pp.get("tuned", math.nan)}
+    for item, x, y, claim, directional in (
+            ("Eq. 27, λ × 4 at B × 4", ARMS[1], ARMS[2], "at 4B the rule's weight decay beats keeping the tuned one "
+             "(test accuracy)", True),
+            ("Eq. 27, λ × 4 at B × 4", ARMS[1], ARMS[0], "the rule's weight decay at 4B recovers the tuned "
+             "accuracy at B", False)):
+        paper_value = f"{t3}: {_short(x)} − {_short(y)} {fnd.num(paper_d[(x, y)], '+.2f')} points"
+        p = _pairs(a, "test_acc", x, y)
+        iv = paired_interval(p[x] - p[y]) if len(p) else paired_interval([])
+        if not iv["n"]:
+            judged = fnd.judge(None, False)
+        elif directional:
+            judged = fnd.judge(iv["mean"] > 0, math.isfinite(iv["half"]) and (iv["lo"] > 0 or iv["hi"] < 0),
+                               seeds=iv["n"], real_data=real, settled=settled)
+        else:  # recovered: the interval reaches 0 or lies above it
+            top = iv["hi"] if math.isfinite(iv["hi"]) else iv["mean"]
+            judged = fnd.judge(top >= 0, top < 0, seeds=iv["n"], real_data=real, settled=settled, tolerant=True)
+        row(item, claim, paper_value, f"{_short(x)} − {_short(y)} {_points(iv)}", iv, judged,
+            f"{_short(x)} − {_short(y)} {_points(iv)}")
+
+    # 4. the paper's own reading (Tables 3-4): the rule's λ is best or second of the searched values at 4B
+    cells = search(results)
+    big = cells[(cells.stage == "transfer") & cells.test_acc.notna()]
+    rule = a[a.arm == ARMS[1]]
+    if len(big) and len(rule):
+        w = float(rule.weight_decay.iloc[0])
+        mine = big[np.isclose(big.weight_decay, w, rtol=1e-9, atol=0)]
+        rank = int(mine["rank"].iloc[0])
+        others = big[~np.isclose(big.weight_decay, w, rtol=1e-9, atol=0)].sort_values("test_acc", ascending=False)
+        margin = float(mine.test_acc.iloc[0] - others.test_acc.iloc[0]) if len(others) else math.nan
+        sds = [v for v in (mine["std"].iloc[0], others["std"].iloc[0] if len(others) else math.nan) if pd.notna(v)]
+        spread = float(max(sds)) if sds else math.nan  # the larger seed sd of the two cells
+        beyond = math.isfinite(spread) and abs(margin) > spread
+        judged = fnd.judge(rank <= 2, beyond, seeds=int(mine.runs.iloc[0] - mine.diverged.iloc[0]), real_data=real,
+                           settled=settled, tolerant=True)
+        word = {1: "best", 2: "second"}.get(rank, f"rank {rank} of {len(big)}")
+        row("Eq. 27, λ × 4 at B × 4 (Tables 3-4's reading)", "at 4B the rule's weight decay is best or second of "
+            "the searched values", _paper_rank(pp, t3),
+            f"{word} of {len(big)}, margin {fnd.num(margin, '+.2f')}", dict(mean=rank, lo=math.nan, hi=math.nan,
+                                                                            n=int(mine.runs.iloc[0])),
+            judged, f"{word} of {len(big)} values of λ at 4B, margin {fnd.num(margin, '+.2f')} to the best other "
+                    f"(seed sd {fnd.num(spread)})")
+    else:
+        row("Eq. 27, λ × 4 at B × 4 (Tables 3-4's reading)", "at 4B the rule's weight decay is best or second of "
+            "the searched values", _paper_rank(pp, t3), "", {}, fnd.judge(None, False), "")
+    out = pd.DataFrame(rows)
+    out.attrs.update(regime=reg)
+    return out
+
+
+def _paper_rank(pp: dict, t3: str) -> str:
+    """The paper's reading of the rank claim: the rule's cell among the λ of Table 3 (b) at 4B."""
+    if not pp:
+        return "best or second in every column (Tables 3-4)"
+    word = {1: "best", 2: "second"}.get(pp["rank"], f"rank {pp['rank']}")
+    return f"{t3}: {word} of {pp['values']}"
+
+
+def _short(arm: str) -> str:
+    return arm.split(" at ")[0]
+
+
+def _ratio(r: dict) -> str:
+    if not math.isfinite(r["mean"]):
+        return "n/a"
+    ci = f" [{r['lo']:.2f}, {r['hi']:.2f}]" if math.isfinite(r["lo"]) else " (one seed: no interval)"
+    return f"{r['mean']:.2f}{ci}"
+
+
+def _points(iv: dict) -> str:
+    if not iv["n"]:
+        return "n/a"
+    ci = (f", {int(LEVEL * 100)} % interval [{iv['lo']:+.2f}, {iv['hi']:+.2f}]" if math.isfinite(iv["lo"])
+          else " (one seed: no interval)")
+    return f"{iv['mean']:+.2f} points{ci}"
+
+
+def claims(found: pd.DataFrame, data: str, results: pd.DataFrame, model: str) -> list[dict]:
+    """The rows ``results.publish.record_claims`` writes (one per claim of :func:`findings`)."""
+    minutes = fnd.train_minutes(results)
+    return [dict(paper=PAPER, item=f"{r.item}, timm {model}", claim=r.claim, data=data, seeds=int(r.seeds),
+                 ours=r.ours, paper_value=r.paper_value, verdict=r.verdict, train_minutes=minutes)
+            for r in found.itertuples()]
+
+
+def what_we_found(found: pd.DataFrame, results: pd.DataFrame, data: str) -> str:
+    """The "What we found" paragraph, every number computed from the runs."""
+    cells = search(results)
+    a = arms(results)
+    if not len(a):
+        return f"**{data}.** No run at B has finished yet: nothing to compare."
+    t = arm_table(a).set_index("setting")
+    tune = cells[cells.stage == "tune"].sort_values("weight_decay")
+    lead = tune.test_acc.max() - tune.test_acc.nlargest(2).iloc[-1] if tune.test_acc.notna().sum() > 1 else math.nan
+    reg = found.attrs.get("regime", {})
+    settled = ("not measured" if reg.get("settled") is None else
+               f"{'settled' if reg['settled'] else 'still drifting'} before the first LR decay (drift "
+               f"{100 * reg['drift']:.0f} % over epochs {reg['window'][0]}–{reg['window'][1]})")
+    tuned = t.loc[ARMS[0]]
+    lines = [f"**{data}.** The search at B = {int(tuned['B'])} picked λ = {tuned['λ']:g} (tuning factor "
+             f"{tuned['tuning factor']:.3g}; {fnd.num(tuned['test acc'])} %, ahead of the next searched value by "
+             f"{fnd.num(lead)} points; its Δθ {settled})."]
+    if ARMS[1] in t.index and ARMS[2] in t.index:
+        rule, ctrl = t.loc[ARMS[1]], t.loc[ARMS[2]]
+        lines.append(f"At B = {int(rule['B'])} the rule sets λ = {rule['λ']:g} (the same factor) and turns the "
+                     f"weights by {fnd.num(rule['Δθ (rad)'], '.3f')} rad per epoch before the decay, against "
+                     f"{fnd.num(tuned['Δθ (rad)'], '.3f')} for the tuned setting; keeping λ = {ctrl['λ']:g} quarters "
+                     f"the factor and gives {fnd.num(ctrl['Δθ (rad)'], '.3f')}. Accuracy: rule "
+                     f"{fnd.num(rule['test acc'])} %, control {fnd.num(ctrl['test acc'])} %, tuned "
+                     f"{fnd.num(tuned['test acc'])} %.")
+    pp = paper_protocol()
+    if pp:
+        lines.append(f"The paper's Table 3 (b) (scale-invariant ResNet-18, CIFAR-10) read with the same protocol: "
+                     f"tuned λ = {pp['tuned_wd']:g} at B = {pp['batch_size']} ({pp['tuned']:.2f} %); at B = "
+                     f"{pp['big']} the rule's λ = {pp['rule_wd']:g} gives {pp['rule']:.2f} % and the kept λ "
+                     f"{pp['control']:.2f} %.")
+    lines.append("")
+    lines += [f"* {r.claim}: *{r.verdict}*" for r in found.itertuples()]
+    return "\n".join(lines)
+
+
+def verdict_line(found: pd.DataFrame) -> str:
+    """One line for the runner's verdict column: the count of each verdict word and the claims' short results."""
+    return (fnd.word_counts(list(found.word)) + "; " + "; ".join(f"{r.ours}" for r in found.itertuples() if r.ours))
+
+
+# ------------------------------------------------------------------------------------------- figures
+def plot_search(cells: pd.DataFrame, a: pd.DataFrame, ax=None, title: str = ""):
+    """Test accuracy against the tuning factor at B and at 4B (mean ± sd over seeds): with the rule, the two
+    curves meet at the same factor. The tuned, rule's and control's settings are marked."""
+    import matplotlib.pyplot as plt
+
+    from ...results.figures import legend_outside
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.6))
+    for b, g in cells.groupby("batch_size"):
+        g = g.sort_values("tuning_factor")
+        ax.errorbar(g.tuning_factor, g.test_acc, yerr=g["std"].fillna(0), marker="o", capsize=3, label=f"B = {b}")
+    marks = {ARMS[0]: "*", ARMS[1]: "D", ARMS[2]: "X"}
+    for arm, m in marks.items():
+        g = a[a.arm == arm]
+        if len(g) and g.test_acc.notna().any():
+            ax.scatter([g.tuning_factor.iloc[0]], [g.test_acc.mean()], marker=m, s=110, zorder=5,
+                       facecolors="none", edgecolors="k", label=arm)
+    ax.set_xscale("log")
+    ax.set_xlabel("tuning factor N·η·λ / (B(1−μ))")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(title)
+    ax.legend()
+    legend_outside(ax)
+    return ax

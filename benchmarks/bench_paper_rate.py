@@ -1,4 +1,4 @@
-"""Training rate at the paper protocol: the package's ``paper`` path next to K plain PyTorch processes, in one call.
+"""Training rate at the paper protocol: the package's training paths next to K plain PyTorch processes, in one call.
 
 **Protocol.** Yun et al. 2022, Table 1 (a), column N = 3,125. The runs are those of the package's own ``paper``
 profile: ``grids.get("yun2022_table1").plan("paper")`` filtered on ``subtable == "a"`` and ``paper_n == 3125``, in
@@ -20,6 +20,14 @@ does not depend on pixel values.
   last, after that epoch's evaluation (the store logs one epoch per member per span either way). A hook that
   always says "no checkpoint now" stamps the wall clock. The paper profile writes a checkpoint at most once a
   minute; those writes are not measured.
+* ``onegraph`` and ``streams``: the same group through ``repro_lib.lockstep.fit_lockstep`` with that engine (every
+  member its own network with dense convolutions; ``onegraph``: one CUDA graph per step of the whole group, a
+  branch per member on its own stream, the SGD step inside; ``streams``: ``fit``'s step per member on its own
+  stream), with the same store, clock and timing as ``paper``. Before its first row in a precision, such a path is
+  checked against ``fit`` on the device (:func:`validate`: three runs of the plan, one epoch of two full batches and
+  a ragged one, trained by the path as one group and by ``fit`` one by one; the weight updates, running statistics
+  and losses must agree to ``VALIDATE_TOL``, exactly on a CPU). The report keeps the check under ``validation``;
+  every row says ``valid`` (``paper``: True, the reference; ``plain``: None).
 * ``plain``: the user's alternative. K independent processes (``benchmarks/plain_loop.py``), each a plain eager
   loop over one run of the group (its lr, weight decay and seed). They share the same data, cadence and tracker,
   and no package code runs per step. Its settings are the usual ones: NCHW, ``cudnn.benchmark`` on, TF32
@@ -28,37 +36,42 @@ does not depend on pixel values.
   ``images_per_s`` is the sum of the K per-process rates. ``images_per_s_span`` is all their images over the
   span from go to the last finish. fp32 only.
 
-A new path (bf16, another training engine) is one entry of :data:`PATHS`: ``name: TrainingPath(run,
-precisions)``, where ``run(bench, members, precision)`` returns the row's fields (at least ``images_per_s``,
-``s_per_epoch``, ``epochs_measured``, ``complete``). ``--paths`` picks and orders the paths.
+A new path is one entry of :data:`PATHS`: ``name: TrainingPath(run, precisions)``, where ``run(bench, members,
+precision)`` returns the row's fields (at least ``images_per_s``, ``s_per_epoch``, ``epochs_measured``,
+``complete``, ``valid``). ``--paths`` picks and orders the paths. :func:`fastest` picks the row the GPU window
+trains with (``python -m repro_lib window --engine auto``): the fastest complete, validated fp32 row of the
+largest group, every member finished.
 
-**Timing.** The ``paper`` path warms up for W epochs, the smallest multiple of the evaluation cadence >= 2 (graph
+**Timing.** The in-process paths warm up for W epochs, the smallest multiple of the evaluation cadence >= 2 (graph
 capture, cuDNN autotuning, the first evaluation's shapes). ``plain`` warms up with 1 epoch + 1 evaluation. Then E
 epochs are measured, with E = ``--epochs`` (default 10) rounded up to a multiple of the cadence, so each path
 evaluates E / cadence times in its measured span (12 epochs, 3 evaluations at N = 3,125). Each epoch includes its
-evaluation, the tracker and, for ``paper``, the store's log. ``s_per_epoch`` is one epoch of all K members
-(``paper``) or of one process (``plain``, mean over the processes). TFLOP/s counts the training FLOPs only:
-``images_per_s`` times the FLOPs of one training step per image (``bench_fit.step_flops`` on the meta device:
-426 GFLOP per B = 128 step on the paper network, 3.33 GFLOP per image). The evaluation's forward passes are not
-counted in the FLOPs, but they are in the time.
+evaluation, the tracker and, for the in-process paths, the store's log. ``s_per_epoch`` is one epoch of all K
+members (in-process paths) or of one process (``plain``, mean over the processes); ``train_images_per_s`` (in-process
+paths) counts the training alone (the histories' ``seconds``, without the evaluation). TFLOP/s counts the training
+FLOPs only: ``images_per_s`` times the FLOPs of one training step per image (``bench_fit.step_flops`` on the meta
+device: 426 GFLOP per B = 128 step on the paper network, 3.33 GFLOP per image). The evaluation's forward passes are
+not counted in the FLOPs, but they are in the time.
 
-**Order and profile.** The paths run in ``--paths`` order (paper, plain), each with ``--members`` ascending (1, 8).
-Right after the last ``paper`` row, one epoch of the largest ``paper`` group (fp32) runs under ``torch.profiler``:
-a training call of its own, the first epoch after graph capture without evaluation (25 steps). The profiler is
-first started after every ``paper`` row of this process is measured. ``plain`` rows run in other processes, so
-no measured row can carry profiler state. ``profile_paper_rate_<gpu>.txt`` gets two tables, the top 25 ops by self
-and by total device time (CPU time on a CPU), and the kernel time as a share of that epoch's wall time. On CUDA a
-profiler session opens and closes before that call's graph is captured (the workaround of
-``torch.profiler._utils._init_for_cuda_graphs``), so the replayed graph's kernels are traced. ``--no-profile``
-skips it.
+**Order and profile.** Precision by precision (``--precisions`` order, fp32 first by default), then path by path
+(``--paths`` order: paper, onegraph, streams, plain), each with ``--members`` ascending (1, 8). After the last row,
+one epoch of the fastest usable group (:func:`fastest`, fp32; without one, the largest ``paper`` group;
+``--profile-path`` names another) runs under ``torch.profiler``: a training call of its own, the first epoch after
+graph capture without evaluation (25 steps), so that no measured row runs after the profiler was first started in
+this process (``plain`` rows run in other processes). ``profile_paper_rate_<gpu>.txt`` gets two tables, the top 25
+ops by self and by total device time (CPU time on a CPU), and the kernel time as a share of that epoch's wall time.
+On CUDA a profiler session opens and closes before that call's graph is captured (the workaround of
+``torch.profiler._utils._init_for_cuda_graphs``), so the replayed graph's kernels are traced. ``--no-profile`` skips
+it.
 
 **Budget.** ``--budget-s`` counts from the start of the script. A measurement starts only with at least
-``MIN_START_S`` left (the profile: ``PROFILE_MIN_S``), and it stops at the epoch boundary where the next epoch
+``MIN_START_S`` left (the profile: ``PROFILE_MIN_S``, a validation: ``VALIDATE_MIN_S``; without it the path's rows
+are measured with ``valid: None``), and it stops at the epoch boundary where the next epoch
 would overrun. A row cut that way says ``complete: false``, with the epochs it measured. Measurements that could
 not start are listed under ``skipped``. The JSON (``<out>/results_paper_rate_<gpu>.json``, <gpu> = ``h100``,
 ``h200``, ... or ``cpu``) is rewritten atomically after every row, so a killed call keeps what it measured.
 
-    PYTHONPATH=. python benchmarks/bench_paper_rate.py --out $OUT --budget-s 220
+    PYTHONPATH=. python benchmarks/bench_paper_rate.py --out $OUT --budget-s 230 --epochs 4 --precisions fp32 bf16
     # the same code at smoke size on a CPU:
     .venv/bin/python benchmarks/bench_paper_rate.py --device cpu --width 4 --n 64 --n-test 128 --batch-size 16 \\
         --epochs 2 --members 1 2 --out /tmp/bench
@@ -66,6 +79,7 @@ not start are listed under ``skipped``. The JSON (``<out>/results_paper_rate_<gp
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import math
@@ -78,7 +92,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -89,9 +103,11 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from bench_fit import step_flops  # noqa: E402
 
+from repro_lib import lockstep  # noqa: E402
 from repro_lib.batched import fit_many  # noqa: E402
 from repro_lib.config import RunConfig  # noqa: E402
 from repro_lib.data import DATASETS  # noqa: E402
+from repro_lib.lockstep import fit_lockstep  # noqa: E402
 from repro_lib.papers.yun2022 import grids  # noqa: E402
 from repro_lib.store import Store, _write_atomic  # noqa: E402
 from repro_lib.train import fit, load_data  # noqa: E402
@@ -101,6 +117,9 @@ MIN_START_S = 30.0  # do not start a measurement with less time left (CUDA; 0 on
 PROFILE_MIN_S = 45.0  # nor the profiled epoch
 PROFILE_TABLE_S = 15.0  # time kept free for the profiler's tables
 GRACE_S = 10.0  # how long the plain workers may overrun the deadline before they are killed
+VALIDATE_ROWS = (0, 4, 8)  # plan rows a path is checked on against fit: eta 6.4, 3.2, 1.6; seeds 0, 1, 2
+VALIDATE_TOL = {"fp32": 1e-2, "bf16": 5e-2}  # on CUDA; a CPU must agree exactly
+VALIDATE_MIN_S = 40.0  # do not start a validation with less time left (CUDA)
 PLAIN_LOOP = HERE / "plain_loop.py"
 
 
@@ -114,7 +133,7 @@ class Report:
 
     def __init__(self, path: Path, header: dict, t0: float):
         self.path, self.t0 = path, t0
-        self.data = {**header, "rows": [], "skipped": [], "errors": []}
+        self.data = {**header, "rows": [], "validation": {}, "skipped": [], "errors": []}
         self.dump()
 
     def elapsed(self) -> float:
@@ -183,6 +202,8 @@ class Bench:
     epochs: int = 10  # measured epochs
     flops_per_image: float | None = None
     _data_file: Path | None = None
+    validation: dict = field(default_factory=dict)  # (path, precision) -> what validate() found
+    references: dict = field(default_factory=dict)  # precision -> the fit runs validate() compares with
 
     @property
     def cuda(self) -> bool:
@@ -317,36 +338,53 @@ def _paper_configs(b: Bench, members: int, precision: str, num_epochs: int) -> l
     return [c.replace(num_epochs=num_epochs, precision=precision) for c in b.cfgs[:members]]
 
 
-def _train(b: Bench, cfgs: list[RunConfig], clock: EpochClock) -> tuple[list[dict] | None, str | None]:
-    """``fit`` (one run) or ``fit_many`` (a group), as the window trains them: with a results store (a temporary
-    folder) and ``clock``. Returns (results, None), or (None, why) when the clock stopped the call."""
+def _train(b: Bench, cfgs: list[RunConfig], clock: EpochClock, path: str = "paper", **kw
+           ) -> tuple[list[dict] | None, str | None]:
+    """The group through ``path``, as the window trains it: ``paper``: ``fit`` (one run) or ``fit_many`` (a group);
+    an engine of ``repro_lib.lockstep`` (``onegraph``, ``streams``): ``fit_lockstep`` (any size). With a results
+    store (a temporary folder) and ``clock``. Returns (results, None), or (None, why) when the clock stopped it."""
     with tempfile.TemporaryDirectory(dir=b.tmp) as d:
-        kw = dict(store=Store(d), data_root=b.args.data_root or None, progress=False, clock=clock)
+        kw = dict(store=Store(d), data_root=b.args.data_root or None, progress=False, clock=clock, **kw)
         try:
+            if path in lockstep.ENGINES:
+                return fit_lockstep(cfgs, engine=path, **kw), None
             return ([fit(cfgs[0], **kw)] if len(cfgs) == 1 else fit_many(cfgs, **kw)), None
         except OutOfTime as e:
             return None, str(e)
 
 
-def measure_paper(b: Bench, members: int, precision: str) -> dict:
-    """One ``fit``/``fit_many`` group of ``members`` runs of the paper profile; epochs timed by :class:`EpochClock`:
-    W warm-up epochs, E measured ones, one more (the last epoch is never stamped)."""
+def runner_of(path: str, members: int) -> str:
+    if path in lockstep.ENGINES:
+        return f"fit_lockstep({path})"
+    return "fit" if members == 1 else "fit_many"
+
+
+def measure_group(b: Bench, members: int, precision: str, path: str = "paper") -> dict:
+    """One group of ``members`` runs of the paper profile through ``path`` (:func:`_train`); epochs timed by
+    :class:`EpochClock`: W warm-up epochs, E measured ones, one more (the last epoch is never stamped). A path of
+    ``repro_lib.lockstep`` is first checked against ``fit`` on this device (:func:`validate`, once per precision);
+    a row's ``valid`` says whether it agreed (``paper`` is the reference: True)."""
+    if path in lockstep.ENGINES and (path, precision) not in b.validation:
+        b.validation[(path, precision)] = _validate_or_why(b, path, precision)
     cfgs = _paper_configs(b, members, precision, b.warmup + b.epochs + 1)
     clock = EpochClock(b.deadline, b.cuda)
     if b.cuda:
         torch.cuda.reset_peak_memory_stats()
     t = time.perf_counter()
-    res, cut = _train(b, cfgs, clock)
+    res, cut = _train(b, cfgs, clock, path)
     done, span = clock.span(b.warmup, b.epochs)
     rate = members * cfgs[0].n * done / span
-    row = dict(runner="fit" if members == 1 else "fit_many", images_per_s=rate, tflops=b.tflops(rate),
+    row = dict(runner=runner_of(path, members), images_per_s=rate, tflops=b.tflops(rate),
                s_per_epoch=span / done, epochs_measured=done, warmup_epochs=b.warmup, eval_every=b.eval_every,
                complete=done == b.epochs, setup_s=clock.times[0] - t, lrs=[c.lr for c in cfgs],
                seeds=[c.seed for c in cfgs])
+    row["valid"] = True if path == "paper" else b.validation[(path, precision)].get("passed")
     if cut is not None:
         row["cut"] = cut
     if res is not None:
         row["train_s_per_epoch"] = _train_seconds(res, b.warmup, done)
+        if row["train_s_per_epoch"]:
+            row["train_images_per_s"] = members * cfgs[0].n / row["train_s_per_epoch"]
         row["statuses"] = [r["status"] for r in res]
         row["dtheta_last"] = [r["history"][-1].get("angular_update") for r in res]
     if b.cuda:
@@ -354,10 +392,108 @@ def measure_paper(b: Bench, members: int, precision: str) -> dict:
     return row
 
 
-def profile_paper(b: Bench, members: int, precision: str) -> dict:
-    """One epoch of a ``paper`` group under ``torch.profiler``, in a training call of its own after the paper rows
-    (so that no measured row runs after the profiler was first started in this process): the first epoch that is
-    past graph capture and has no evaluation, written to ``profile_paper_rate_<gpu>.txt``."""
+def measure_paper(b: Bench, members: int, precision: str) -> dict:
+    return measure_group(b, members, precision, "paper")
+
+
+# ============================================================================================== validation
+def validation_configs(b: Bench, precision: str) -> list[RunConfig]:
+    """Three runs of the plan with different LRs and seeds (plan rows ``VALIDATE_ROWS``: η 6.4, 3.2, 1.6; seeds 0, 1,
+    2), one epoch of two full batches and a ragged one (N = 2B + B/3), evaluated at its end on at most 1,000 test
+    images."""
+    c0 = b.cfgs[0]
+    picks = [b.cfgs[i] for i in VALIDATE_ROWS if i < len(b.cfgs)] or b.cfgs[:1]
+    n = 2 * c0.batch_size + max(1, c0.batch_size // 3)
+    n_test = min(c0.n_test or DATASETS[c0.dataset].n_test, 1000)
+    return [c.replace(num_epochs=1, n=n, n_test=n_test, precision=precision) for c in picks]
+
+
+def _fit_reference(b: Bench, cfgs: list[RunConfig]) -> list[tuple[dict, dict, dict]]:
+    """``fit`` of each run: (result, its initial trainable weights, its final state dict), as CPU copies."""
+    from repro_lib import train as train_mod
+
+    build, out = train_mod.build_model, []
+    for c in cfgs:
+        models = []
+
+        def capture(cfg, num_classes):
+            models.append(build(cfg, num_classes))
+            return models[-1]
+
+        train_mod.build_model = capture
+        try:
+            res = fit(c, data_root=b.args.data_root or None, progress=False)
+        finally:
+            train_mod.build_model = build
+        init = build(c, DATASETS[c.dataset].num_classes)  # the same seed: fit's initial weights
+        out.append((res, {n: p.detach().clone() for n, p in init.named_parameters() if p.requires_grad},
+                    {k: v.detach().cpu().clone() for k, v in models[0].state_dict().items()}))
+    return out
+
+
+def validate(b: Bench, path: str, precision: str) -> dict:
+    """``path`` against ``fit`` on this device: the runs of :func:`validation_configs` trained once by the path (one
+    group) and once each by ``fit``. Per run: the difference of the two weight updates relative to ``fit``'s update
+    (trainable tensors, L2), of the running statistics (relative to their largest value) and of the training and
+    test losses; the path passes when every one is at most ``VALIDATE_TOL`` (on a CPU, where the path is
+    bit-identical to ``fit``: 0). On a GPU two ``fit`` calls already differ by the kernels cuDNN picks and by
+    non-deterministic reductions; a path that read a stale batch, mixed up members or lost a step differs by order
+    one."""
+    t = time.perf_counter()
+    cfgs = validation_configs(b, precision)
+    if precision not in b.references:
+        b.references[precision] = _fit_reference(b, cfgs)
+    refs = b.references[precision]
+    res = fit_lockstep(cfgs, engine=path, data_root=b.args.data_root or None, progress=False, keep_states=True)
+    worst = {"update": 0.0, "running_stats": 0.0, "loss": 0.0}
+    for (ref, init, final), r in zip(refs, res):
+        got = r["state_dict"]
+        num = sum(float((got[n].double() - final[n].double()).square().sum()) for n in init)
+        den = sum(float((final[n].double() - init[n].double()).square().sum()) for n in init)
+        worst["update"] = max(worst["update"], math.sqrt(num / den) if den > 0 else math.sqrt(num))
+        for k in (k for k in final if "running" in k):
+            scale = float(final[k].double().abs().max()) + 1e-12
+            worst["running_stats"] = max(worst["running_stats"],
+                                         float((got[k].double() - final[k].double()).abs().max()) / scale)
+        for k in ("train_loss", "test_loss"):
+            a, g = ref[k], r[k]
+            if a == g:
+                rel = 0.0
+            elif math.isfinite(a) and math.isfinite(g):
+                rel = abs(a - g) / max(abs(a), 1e-12)
+            else:
+                rel = math.inf
+            worst["loss"] = max(worst["loss"], rel)
+    tol = VALIDATE_TOL[precision] if b.cuda else 0.0
+    return dict(passed=all(v <= tol for v in worst.values()), tol=tol,
+                **{f"max_rel_{k}": v for k, v in worst.items()}, runs=len(cfgs), n=cfgs[0].n,
+                steps=-(-cfgs[0].n // cfgs[0].batch_size), statuses=[r["status"] for r in res],
+                seconds=round(time.perf_counter() - t, 2))
+
+
+def _validate_or_why(b: Bench, path: str, precision: str) -> dict:
+    """:func:`validate`, recorded under ``validation`` in the report (``<path>/<precision>``); a failure or a short
+    budget is recorded as ``passed: None`` with the reason (the rows are still measured; the window does not
+    take them)."""
+    if b.left() < (VALIDATE_MIN_S if b.cuda else 0.0):
+        v = dict(passed=None, why=f"budget: {b.left():.0f} s left")
+    else:
+        try:
+            v = validate(b, path, precision)
+        except Exception as e:
+            traceback.print_exc()
+            v = dict(passed=None, why=f"{type(e).__name__}: {e}")
+        release_memory(b.cuda)
+    b.report.data["validation"][f"{path}/{precision}"] = {**v, "t": round(b.report.elapsed(), 1)}
+    print("validation", f"{path}/{precision}", json.dumps(v, default=str), flush=True)
+    b.report.dump()
+    return v
+
+
+def profile_paper(b: Bench, members: int, precision: str, path: str = "paper") -> dict:
+    """One epoch of a group of ``path`` under ``torch.profiler``, in a training call of its own after every
+    measured row (so that no measured row runs after the profiler was first started in this process): the first
+    epoch that is past graph capture and has no evaluation, written to ``profile_paper_rate_<gpu>.txt``."""
     if b.cuda:
         _init_profiler_for_graphs()  # before this call's graph is captured
     epoch = next(e for e in range(2, 2 + b.eval_every + 1) if b.eval_every == 1 or e % b.eval_every)
@@ -365,18 +501,18 @@ def profile_paper(b: Bench, members: int, precision: str) -> dict:
     prof = EpochProfiler(b.cuda)
     clock = EpochClock(b.deadline - PROFILE_TABLE_S, b.cuda, {epoch - 1: prof.start, epoch: prof.stop})
     try:
-        _, cut = _train(b, cfgs, clock)
+        _, cut = _train(b, cfgs, clock, path)
     finally:
         prof.stop(complete=False)  # still running only when the profiled epoch was cut
     if prof.wall_s is None:
         raise OutOfTime(cut or "the profiled epoch did not finish")
     c0 = cfgs[0]
-    path = b.out / f"profile_paper_rate_{b.slug}.txt"
-    prof.write(path, f"torch.profiler: paper path ({'fit' if members == 1 else 'fit_many'}, {members} members, "
-                     f"{precision}, CUDA graphs {c0.cuda_graphs}), epoch {epoch}: {-(-c0.n // c0.batch_size)} steps "
-                     f"of B = {c0.batch_size}, {'with' if epoch % b.eval_every == 0 else 'no'} evaluation; "
-                     f"width {c0.width}, N = {c0.n}; {b.report.data['device']}, torch {torch.__version__}")
-    return dict(file=path.name, members=members, precision=precision, epoch=epoch, wall_s=prof.wall_s,
+    out = b.out / f"profile_paper_rate_{b.slug}.txt"
+    prof.write(out, f"torch.profiler: {path} path ({runner_of(path, members)}, {members} members, "
+                    f"{precision}, CUDA graphs {c0.cuda_graphs}), epoch {epoch}: {-(-c0.n // c0.batch_size)} steps "
+                    f"of B = {c0.batch_size}, {'with' if epoch % b.eval_every == 0 else 'no'} evaluation; "
+                    f"width {c0.width}, N = {c0.n}; {b.report.data['device']}, torch {torch.__version__}")
+    return dict(file=out.name, path=path, members=members, precision=precision, epoch=epoch, wall_s=prof.wall_s,
                 kernel_s=prof.kernel_s)
 
 
@@ -475,7 +611,7 @@ def measure_plain(b: Bench, members: int, precision: str) -> dict:
                warmup_epochs=1, eval_every=b.eval_every, complete=complete, setup_s=setup_s,
                images_per_s_span=images / span, per_process_images_per_s=rates, lrs=[c.lr for c in cfgs],
                seeds=[c.seed for c in cfgs], finite=[r["finite"] for r in results],
-               dtheta_last=[r["dtheta"] for r in results])
+               dtheta_last=[r["dtheta"] for r in results], valid=None)  # not the package: nothing to validate
     if b.cuda:
         row["peak_gib"] = max(r["peak_gib"] for r in results)
     shutil.rmtree(folder, ignore_errors=True)
@@ -494,14 +630,33 @@ class TrainingPath:
 
 PATHS: dict[str, TrainingPath] = {
     "paper": TrainingPath(measure_paper, ("fp32", "bf16"), "fit / fit_many, the paper profile's flags (CUDA graphs)"),
+    "onegraph": TrainingPath(functools.partial(measure_group, path="onegraph"), ("fp32", "bf16"),
+                             "lockstep.fit_lockstep(engine='onegraph'): one CUDA graph per step of the whole group, "
+                             "a branch per member on its stream, the SGD step inside"),
+    "streams": TrainingPath(functools.partial(measure_group, path="streams"), ("fp32", "bf16"),
+                            "lockstep.fit_lockstep(engine='streams'): fit's step per member (its CUDA graph and "
+                            "torch.optim step) on its own CUDA stream"),
     "plain": TrainingPath(measure_plain, ("fp32",), "K independent plain eager PyTorch processes (plain_loop.py)"),
 }
-DEFAULT_PATHS = ("paper", "plain")
+DEFAULT_PATHS = ("paper", "onegraph", "streams", "plain")
+IN_PROCESS = ("paper", "onegraph", "streams")  # paths this process trains (the profile's candidates)
 
 
 def measurements(args) -> list[tuple[str, str, int]]:
-    """(path, precision, members) in the order they run: path by path, precision, then members ascending."""
-    return [(p, prec, m) for p in args.paths for prec in args.precisions for m in sorted(args.members)]
+    """(path, precision, members) in the order they run: precision by precision (as given: fp32 first by default),
+    then path by path (``--paths`` order), then members ascending."""
+    return [(p, prec, m) for prec in args.precisions for p in args.paths for m in sorted(args.members)]
+
+
+def fastest(rows: list[dict], paths=IN_PROCESS, precision: str = "fp32") -> dict | None:
+    """The fastest usable row of ``paths`` in ``precision`` among those of the largest group measured: complete,
+    validated (``valid`` True), every member finished. None when there is none."""
+    ok = [r for r in rows if r["path"] in paths and r["precision"] == precision and r.get("complete")
+          and r.get("valid") is True and all(s == "finished" for s in r.get("statuses", ["finished"]))]
+    if not ok:
+        return None
+    top = max(r["members"] for r in ok)
+    return max((r for r in ok if r["members"] == top), key=lambda r: r["images_per_s"])
 
 
 # ============================================================================================== main
@@ -522,14 +677,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--dataset", default="cifar10-jpeg", help="the data set under --data-root")
     ap.add_argument("--threads", type=int, default=0, help="torch threads of this process (0: leave)")
     ap.add_argument("--no-profile", action="store_true", help="skip the torch.profiler epoch")
+    ap.add_argument("--profile-path", default="auto", choices=["auto", *IN_PROCESS],
+                    help="the path whose largest group is profiled (auto: the fastest usable row)")
     return ap.parse_args(argv)
 
 
 def header(args, device: torch.device, cfgs: list[RunConfig]) -> dict:
     c = cfgs[0]
     return {
-        "what": "training rate at the paper protocol (Yun et al. Table 1 (a), N = 3,125): paper path vs plain "
-                "processes (benchmarks/bench_paper_rate.py)",
+        "what": "training rate at the paper protocol (Yun et al. Table 1 (a), N = 3,125): the package's paths "
+                "(fit / fit_many, lockstep engines) vs plain processes (benchmarks/bench_paper_rate.py)",
+        "paths": {p: PATHS[p].doc for p in args.paths},
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__, "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if device.type == "cuda" else None,
@@ -563,23 +721,37 @@ def main(argv=None, t0: float | None = None) -> dict:
               warmup=round_up(2, cadence), epochs=round_up(max(1, args.epochs), cadence))
     report.data["protocol"].update(eval_interval=cadence, paper_warmup_epochs=b.warmup, measured_epochs=b.epochs)
     plan = measurements(args)
-    paper = [i for i, m in enumerate(plan) if m[0] == "paper" and m[1] in PATHS["paper"].precisions]
-    profile_after = None if args.no_profile or not paper else paper[-1]
     try:
         b.flops_per_image = _flops_per_image(c0, device, report)
-        for i, (path, precision, members) in enumerate(plan):
+        for path, precision, members in plan:
             _step(b, dict(path=path, precision=precision, members=members), lambda: PATHS[path].run(
                 b, members, precision), "rows", MIN_START_S, PATHS[path].precisions)
-            if i == profile_after:  # the largest paper group, fp32 when measured
-                prec = "fp32" if "fp32" in args.precisions else precision
-                biggest = max(m for p, pr, m in plan if p == "paper" and pr == prec)
-                _step(b, dict(path="paper", precision=prec, members=biggest),
-                      lambda: profile_paper(b, biggest, prec), "profile", PROFILE_MIN_S)
+        target = profile_target(args, plan, report.data["rows"])
+        if target is not None:
+            _step(b, dict(zip(("path", "precision", "members"), target)),
+                  lambda: profile_paper(b, target[2], target[1], target[0]), "profile", PROFILE_MIN_S)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         report.dump()
     print_summary(report.data)
     return report.data
+
+
+def profile_target(args, plan, rows) -> tuple[str, str, int] | None:
+    """(path, precision, members) of the profiled epoch: ``--profile-path`` (``auto``: the fastest usable row of
+    the largest group, fp32 when measured, else the largest ``paper`` group or, without it, the first in-process
+    path's); None with ``--no-profile`` or no in-process path."""
+    inproc = [p for p in args.paths if p in IN_PROCESS]
+    if args.no_profile or not inproc:
+        return None
+    prec = "fp32" if "fp32" in args.precisions else args.precisions[0]
+    biggest = max(m for _, pr, m in plan if pr == prec)
+    if args.profile_path != "auto":
+        return args.profile_path, prec, biggest
+    best = fastest(rows, inproc, prec)
+    if best is not None:
+        return best["path"], prec, best["members"]
+    return ("paper" if "paper" in inproc else inproc[0]), prec, biggest
 
 
 def _flops_per_image(cfg: RunConfig, device: torch.device, report: Report) -> float | None:
@@ -631,11 +803,16 @@ def _init_profiler_for_graphs() -> None:
 
 def print_summary(data: dict) -> None:
     print(f"\n{data['device']}, torch {data['torch']}, {data['cpus']} CPUs, {data['elapsed_s']} s")
-    print(f"{'path':<8} {'prec':<5} {'K':>3} {'s/epoch':>8} {'images/s':>9} {'TFLOP/s':>8} {'epochs':>6} complete")
+    print(f"{'path':<9} {'prec':<5} {'K':>3} {'s/epoch':>8} {'images/s':>9} {'train/s':>9} {'TFLOP/s':>8} "
+          f"{'epochs':>6} complete valid")
     for r in data["rows"]:
         tf = f"{r['tflops']:.1f}" if r.get("tflops") is not None else "-"
-        print(f"{r['path']:<8} {r['precision']:<5} {r['members']:>3} {r['s_per_epoch']:>8.3f} "
-              f"{r['images_per_s']:>9.0f} {tf:>8} {r['epochs_measured']:>6} {r['complete']}")
+        tr = f"{r['train_images_per_s']:.0f}" if r.get("train_images_per_s") else "-"
+        print(f"{r['path']:<9} {r['precision']:<5} {r['members']:>3} {r['s_per_epoch']:>8.3f} "
+              f"{r['images_per_s']:>9.0f} {tr:>9} {tf:>8} {r['epochs_measured']:>6} {r['complete']!s:<8} "
+              f"{r.get('valid')}")
+    for key, v in data.get("validation", {}).items():
+        print("validation", key, {k: v[k] for k in v if k.startswith(("passed", "max_rel", "why"))})
     for s in data["skipped"] + data["errors"]:
         print("not measured:", s)
 

@@ -1,7 +1,9 @@
-"""``benchmarks/bench_paper_rate.py`` (the paper path next to K plain PyTorch processes) at smoke size on the CPU:
-the JSON it writes has one complete row per path and group size with positive rates, the plain rows come from K
-processes, the paper rows from ``fit`` / ``fit_many`` with the ``paper`` profile's configs, the profile table is
-written, and a spent budget skips instead of measuring. The plain worker runs no package code per step."""
+"""``benchmarks/bench_paper_rate.py`` (the package's paths next to K plain PyTorch processes) at smoke size on the
+CPU: the JSON it writes has one complete row per path and group size with positive rates, the plain rows come from K
+processes, the paper rows from ``fit`` / ``fit_many`` with the ``paper`` profile's configs, the lockstep rows
+(``onegraph``, ``streams``) from ``lockstep.fit_lockstep`` after a validation against ``fit`` that a CPU passes only
+bit for bit, in fp32 and bf16; the profile table is written, the window's choice of path takes only complete and
+validated rows, and a spent budget skips instead of measuring. The plain worker runs no package code per step."""
 from __future__ import annotations
 
 import ast
@@ -23,7 +25,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: tiny tensors
 
 TINY = ["--device", "cpu", "--width", "4", "--n", "32", "--n-test", "64", "--batch-size", "16", "--epochs", "1"]
 MEMBERS = (1, 2)
-REQUIRED = ("path", "precision", "members", "images_per_s", "tflops")
+REQUIRED = ("path", "precision", "members", "images_per_s", "tflops", "valid")
+PATHS = ("paper", "onegraph", "streams", "plain")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +50,7 @@ def test_json_header_and_file(bench):
 def test_one_complete_row_per_path_and_group_size(bench):
     _, data = bench
     rows = data["rows"]
-    assert sorted((r["path"], r["members"]) for r in rows) == [(p, m) for p in ("paper", "plain") for m in MEMBERS]
+    assert [(r["path"], r["members"]) for r in rows] == [(p, m) for p in PATHS for m in MEMBERS]
     for r in rows:
         assert all(k in r for k in REQUIRED), r
         assert r["precision"] == "fp32"
@@ -76,10 +79,51 @@ def test_paper_rows_come_from_fit_and_fit_many(bench):
         assert 0 < r["train_s_per_epoch"] <= r["s_per_epoch"] * 1.5
 
 
-def test_profile_of_the_largest_paper_group(bench):
+def test_lockstep_rows_come_from_fit_lockstep_after_an_exact_validation(bench):
+    _, data = bench
+    for path in ("onegraph", "streams"):
+        v = data["validation"][f"{path}/fp32"]
+        assert v["passed"] is True and v["tol"] == 0.0 and v["runs"] == 3 and v["steps"] == 3
+        assert v["max_rel_update"] == v["max_rel_running_stats"] == v["max_rel_loss"] == 0.0  # bit-identical
+        for r in (r for r in data["rows"] if r["path"] == path):
+            assert r["runner"] == f"fit_lockstep({path})" and r["valid"] is True
+            assert r["statuses"] == ["finished"] * r["members"]
+            assert r["images_per_s"] * r["s_per_epoch"] == pytest.approx(r["members"] * 32)
+            assert r["train_images_per_s"] >= r["images_per_s"]  # training alone, without the evaluation
+    assert all(r["valid"] is True for r in data["rows"] if r["path"] == "paper")
+    assert all(r["valid"] is None for r in data["rows"] if r["path"] == "plain")
+
+
+def test_lockstep_paths_in_bf16(tmp_path):
+    data = bpr.main([*TINY, "--members", "2", "--paths", "onegraph", "streams", "--precisions", "bf16",
+                     "--no-profile", "--out", str(tmp_path)])
+    assert data["errors"] == [] and [(r["path"], r["precision"]) for r in data["rows"]] == [
+        ("onegraph", "bf16"), ("streams", "bf16")]
+    assert all(r["complete"] and r["valid"] is True for r in data["rows"])
+    assert all(v["passed"] and v["max_rel_update"] == 0.0 for v in data["validation"].values())
+
+
+def test_fastest_takes_complete_validated_rows_of_the_largest_group():
+    row = dict(precision="fp32", complete=True, valid=True, statuses=["finished"])
+    rows = [dict(row, path="paper", members=8, images_per_s=15e3),
+            dict(row, path="onegraph", members=8, images_per_s=40e3, valid=None),  # not validated
+            dict(row, path="streams", members=8, images_per_s=30e3, complete=False),  # cut
+            dict(row, path="streams", members=1, images_per_s=90e3),  # a smaller group
+            dict(row, path="onegraph", members=8, images_per_s=35e3, precision="bf16"),
+            dict(row, path="plain", members=8, images_per_s=99e3, valid=None)]
+    assert bpr.fastest(rows)["path"] == "paper"
+    rows.append(dict(row, path="streams", members=8, images_per_s=20e3))
+    assert bpr.fastest(rows)["path"] == "streams"
+    rows.append(dict(row, path="onegraph", members=8, images_per_s=25e3, statuses=["finished", "diverged"]))
+    assert bpr.fastest(rows)["path"] == "streams"
+    assert bpr.fastest([]) is None
+
+
+def test_profile_of_the_fastest_group(bench):
     out, data = bench
     prof = data["profile"]
     assert prof["members"] == max(MEMBERS) and prof["precision"] == "fp32" and prof["epoch"] == 3
+    assert prof["path"] == bpr.fastest(data["rows"])["path"]
     text = (out / prof["file"]).read_text()
     assert "top 25 ops by self_cpu_time_total" in text and "aten::convolution" in text
 
@@ -87,7 +131,8 @@ def test_profile_of_the_largest_paper_group(bench):
 def test_spent_budget_skips_every_measurement(tmp_path):
     data = bpr.main([*TINY, "--members", "1", "--budget-s", "0", "--out", str(tmp_path)])
     assert data["rows"] == [] and data["errors"] == []
-    assert sorted(s["path"] for s in data["skipped"]) == ["paper", "paper", "plain"]  # 2 rows and the profile
+    assert sorted(s["path"] for s in data["skipped"]) == ["onegraph", "paper", "paper", "plain", "streams"]  # 4 rows
+    # and the profile
     assert all(s["reason"].startswith("budget") for s in data["skipped"])
 
 

@@ -8,28 +8,22 @@
 A profile never changes the code path, only sizes. ``resolve(profile, sizes)`` picks one profile's sizes from a
 dict declared by a notebook; a paper's grid declares its own (``repro_lib.papers.yun2022.grids.Experiment``).
 
-What a plan costs on a GPU before it is run: ``estimate_gpu_hours(plan)`` from the measured rates below
-(``seconds_per_image``).
+What a plan costs on a GPU before it is run: ``estimate_gpu_hours(plan)`` from the rates below
+(``seconds_per_image``): measured at the paper protocol once ``benchmarks/bench_paper_rate.py`` has written its
+results, estimated from throughput benchmarks until then (``gpu_rate_basis``).
 """
 from __future__ import annotations
 
+import functools
+import json
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
 from .config import PROFILES
-
-# Measured training cost (benchmarks/bench_gpu.py --only graphs on one NVIDIA H200, torch 2.11, fp32 with
-# cuda_graphs, channels_last and cudnn.benchmark -- the gpu/paper defaults; benchmarks/results_h200_graphs.json),
-# seconds per training image of the scale-invariant ResNet-18 (width 64, 32x32), evaluation excluded:
-#   fit, B = 128: 2.23 s per 50k-image epoch; fit, B = 1024: 1.75 s; fit_many with 16 members, B = 128: 27.0k img/s.
-# The estimate interpolates geometrically in B between 128 and 1024 (B < 128 scales as sqrt(128/B), unmeasured);
-# other widths scale with width^2, 64x64 images x4; DenseNet-100 (not stackable) is costed as ResNet-18 x 2
-# (unmeasured on GPU; ~6x on CPU at width 8 where its narrow layers dominate less).
-SECONDS_PER_IMAGE_FIT = {128: 2.234 / 50000, 1024: 1.749 / 50000}
-SECONDS_PER_IMAGE_STACKED = 1 / 26955  # B = 128, 16 members
-
 
 def check_profile(profile: str) -> str:
     if profile not in PROFILES:
@@ -51,11 +45,132 @@ def resolve(profile: str, sizes: Mapping[str, Mapping[str, Any]]) -> dict[str, A
     return dict(sizes[profile])
 
 
-# ------------------------------------------------------------------------------------------- cost
-def seconds_per_image(batch_size: int, stacked: bool = False) -> float:
-    """Measured H200 training seconds per image of the width-64 ResNet-18 at ``batch_size`` (see the constants)."""
+# ------------------------------------------------------------------------------------------- GPU cost
+# Estimated training cost (benchmarks/bench_gpu.py --only graphs on one NVIDIA H200, torch 2.11, fp32 with
+# cuda_graphs, channels_last and cudnn.benchmark -- the gpu/paper defaults; benchmarks/results_h200_graphs.json),
+# seconds per training image of the scale-invariant ResNet-18 (width 64, 32x32), evaluation excluded:
+#   fit, B = 128: 2.23 s per 50k-image epoch; fit, B = 1024: 1.75 s; fit_many with 16 members, B = 128: 27.0k img/s.
+# Throughput benchmarks, not the paper protocol: they are the *estimated* rates, used until a paper-protocol rate is
+# measured (below). The estimate interpolates geometrically in B between 128 and 1024 (B < 128 scales as
+# sqrt(128/B), unmeasured); other widths scale with width^2, 64x64 images x4; DenseNet-100 (not stackable) is costed
+# as ResNet-18 x 2 (unmeasured on GPU; ~6x on CPU at width 8 where its narrow layers dominate less).
+SECONDS_PER_IMAGE_FIT = {128: 2.234 / 50000, 1024: 1.749 / 50000}
+SECONDS_PER_IMAGE_STACKED = 1 / 26955  # B = 128, 16 members
+
+# Measured rates at the paper protocol: ``benchmarks/bench_paper_rate.py`` writes results_paper_rate_<gpu>.json
+# (Yun et al. Table 1 (a), N = 3,125, B = 128, width 64, every path of the package for groups of K runs). Where such
+# a file exists (RATES_DIR; the first of RATE_GPUS, else any other GPU's), the GPU cost takes its rates instead of the
+# estimate: the path of the fastest complete, validated fp32 row of the largest group (the path the GPU window trains
+# with), and that path's training rate (``train_images_per_s``: the histories' seconds, evaluation excluded) for
+# groups of every measured size, scaled to other batch sizes, widths and image sizes as the estimate is.
+RATES_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+RATE_FILE = "results_paper_rate_{gpu}.json"
+RATE_GPUS = ("h200", "h100")
+RATE_PATHS = ("paper", "onegraph", "streams")  # the package's in-process paths (``plain`` is not the package)
+
+
+@dataclass(frozen=True)
+class MeasuredRate:
+    """One path's measured training cost at the paper protocol: ``seconds`` maps a group size K to seconds per
+    training image of the group (1 / the K runs' images per second together), measured at ``batch_size`` and
+    ``width`` on ``device`` (``file``: the benchmark's JSON)."""
+
+    file: str
+    device: str
+    path: str
+    precision: str
+    batch_size: int
+    width: int
+    seconds: Mapping[int, float]
+
+    def per_image(self, members: int = 1) -> float:
+        """Seconds per training image in a group of ``members`` runs: the measured group size, geometric in K
+        between two measured sizes, the nearest measured size outside them (no gain assumed past the largest)."""
+        ks = sorted(self.seconds)
+        if members <= ks[0]:
+            return self.seconds[ks[0]]
+        if members >= ks[-1]:
+            return self.seconds[ks[-1]]
+        hi = next(k for k in ks if k >= members)
+        lo = max(k for k in ks if k <= members)
+        if hi == lo:
+            return self.seconds[lo]
+        t = math.log(members / lo) / math.log(hi / lo)
+        return self.seconds[lo] * (self.seconds[hi] / self.seconds[lo]) ** t
+
+
+def _rate_file(source) -> Path | None:
+    """The results file ``source`` names: a file, or a folder with results_paper_rate_<gpu>.json (the first of
+    :data:`RATE_GPUS`, else any other GPU's; never ``cpu``). None when there is none."""
+    p = Path(source) if source is not None else RATES_DIR
+    if p.is_file():
+        return p
+    if not p.is_dir():
+        return None
+    for gpu in RATE_GPUS:
+        if (p / RATE_FILE.format(gpu=gpu)).is_file():
+            return p / RATE_FILE.format(gpu=gpu)
+    others = sorted(q for q in p.glob(RATE_FILE.format(gpu="*")) if q.stem != RATE_FILE.format(gpu="cpu")[:-5])
+    return others[0] if others else None
+
+
+@functools.lru_cache(maxsize=16)
+def _read_rates(path: str, mtime: float) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _usable(row: dict, precision: str) -> bool:
+    return (row.get("path") in RATE_PATHS and row.get("precision") == precision and bool(row.get("complete"))
+            and row.get("valid") is True and bool(row.get("train_images_per_s"))
+            and all(s == "finished" for s in row.get("statuses", ["finished"])))
+
+
+def measured_rate(source=None, path: str | None = None, precision: str = "fp32") -> MeasuredRate | None:
+    """The measured rate of ``path`` (None: the fastest usable row of the largest group measured) in ``precision``
+    from the benchmark's results (``source``: a file or a folder; default :data:`RATES_DIR`), or None while no such
+    row exists (then the cost is estimated). A usable row is complete, validated (``valid``), with every member
+    finished and a training rate."""
+    f = _rate_file(source)
+    data = _read_rates(str(f), f.stat().st_mtime) if f is not None else None
+    if not data or str(data.get("device", "cpu")).lower() == "cpu":
+        return None
+    rows = [r for r in data.get("rows", []) if _usable(r, precision)]
+    if path is None and rows:  # the window's choice (bench_paper_rate.fastest): evaluation included
+        top = max(r["members"] for r in rows)
+        path = max((r for r in rows if r["members"] == top), key=lambda r: r["images_per_s"])["path"]
+    rows = [r for r in rows if r["path"] == path]
+    if not rows:
+        return None
+    seconds = {}
+    for r in rows:  # the fastest of repeated rows of one size
+        seconds[int(r["members"])] = min(seconds.get(int(r["members"]), math.inf), 1.0 / r["train_images_per_s"])
+    proto = data.get("protocol", {})
+    return MeasuredRate(file=str(f), device=str(data["device"]), path=path, precision=precision,
+                        batch_size=int(proto.get("batch_size", 128)), width=int(proto.get("width", 64)),
+                        seconds=seconds)
+
+
+def gpu_rate_basis(source=None) -> str:
+    """``"measured"`` when :func:`measured_rate` finds a paper-protocol rate (``source`` as there), else
+    ``"estimated"`` (the throughput benchmarks of :data:`SECONDS_PER_IMAGE_FIT`)."""
+    return "measured" if measured_rate(source) is not None else "estimated"
+
+
+def gpu_hours_label(source=None) -> str:
+    """What the GPU-hours figures rest on, for a table header: "one H200, estimated" until a rate is measured,
+    then the device and path it was measured with (e.g. "one NVIDIA H100 80GB HBM3, measured, onegraph path")."""
+    rate = measured_rate(source)
+    if rate is None:
+        return "one H200, estimated"
+    return f"one {rate.device}, measured, {rate.path} path"
+
+
+def _estimated_seconds_per_image(batch_size: int, stacked: bool = False) -> float:
     if stacked:
-        return SECONDS_PER_IMAGE_STACKED * seconds_per_image(batch_size) / SECONDS_PER_IMAGE_FIT[128]
+        return SECONDS_PER_IMAGE_STACKED * _estimated_seconds_per_image(batch_size) / SECONDS_PER_IMAGE_FIT[128]
     lo, hi = SECONDS_PER_IMAGE_FIT[128], SECONDS_PER_IMAGE_FIT[1024]
     if batch_size <= 128:
         return lo * math.sqrt(128 / batch_size)
@@ -64,11 +179,26 @@ def seconds_per_image(batch_size: int, stacked: bool = False) -> float:
     return lo * (hi / lo) ** (math.log(batch_size / 128) / math.log(8))
 
 
-def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None) -> float:
-    """GPU-hours of a plan on one H200-class GPU from the measured rates above: Σ n · epochs · s/image(B) ·
-    (width/64)² · (image area / 32²), with the stacked (``fit_many``) rate when the plan's profile groups runs
-    (``max_members`` > 1; default: ``plan.attrs["max_members"]`` set by ``Experiment.plan``). An estimate from
-    throughput benchmarks, not a timed run; evaluation adds ~10 % (auto interval)."""
+def seconds_per_image(batch_size: int, stacked: bool = False, members: int | None = None, source=None) -> float:
+    """GPU training seconds per image of the width-64 ResNet-18 (32x32) at ``batch_size``, evaluation excluded: the
+    measured paper-protocol rate (:func:`measured_rate`; ``members``: the group size, default 1, or the largest
+    measured with ``stacked``) scaled from its batch size as the estimate scales, else the estimated H200 rate
+    (``stacked``: a 16-member ``fit_many`` group). :func:`gpu_rate_basis` says which."""
+    rate = measured_rate(source)
+    if rate is None:
+        return _estimated_seconds_per_image(batch_size, stacked)
+    k = members if members is not None else (max(rate.seconds) if stacked else 1)
+    return rate.per_image(k) * _estimated_seconds_per_image(batch_size) / _estimated_seconds_per_image(
+        rate.batch_size)
+
+
+def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None, source=None) -> float:
+    """GPU-hours of a plan on one GPU: Σ n · epochs · s/image(B) · (width/64)² · (image area / 32²), with the rate of
+    a group of ``max_members`` runs when the plan's profile groups runs (``max_members`` > 1; default:
+    ``plan.attrs["max_members"]`` set by ``Experiment.plan``). s/image is :func:`seconds_per_image`: measured at
+    the paper protocol where the benchmark's results hold a rate (:func:`gpu_rate_basis` says "measured"; the
+    device is the benchmark's), else estimated from H200 throughput benchmarks. Training only; evaluation adds
+    ~10 % (auto interval)."""
     from .data import DATASETS
 
     members = plan.attrs.get("max_members", 1) if max_members is None else max_members
@@ -77,8 +207,8 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None) -> fl
         area = (DATASETS[cfg.dataset].image_size / 32) ** 2
         model = 2.0 if cfg.model.startswith("densenet") else 1.0
         stacked = members > 1 and not cfg.model.startswith("densenet")
-        total += (cfg.n * cfg.num_epochs * seconds_per_image(cfg.batch_size, stacked) * (cfg.width / 64) ** 2
-                  * area * model)
+        s = seconds_per_image(cfg.batch_size, stacked, members=members if stacked else 1, source=source)
+        total += cfg.n * cfg.num_epochs * s * (cfg.width / 64) ** 2 * area * model
     return total / 3600
 
 

@@ -205,7 +205,7 @@ def test_the_tutorial_plan_keeps_the_rule_and_the_shrink_rules():
         assert transfer[transfer.weight_decay == 4 * wd].tuning_factor.iloc[0] == pytest.approx(tf, rel=1e-12)
     assert {c.model for c in plan.cfg} == {"test_byobnet"} and len({c.hash for c in plan.cfg}) == len(plan)
     assert profiles.estimate_cpu_minutes(plan) <= 30  # the cpu notebook's training budget on 2 threads
-    assert [c.hash for c in registry.plans("yun2022_tuning_rule", "cpu", {"dataset": "cifar10-jpeg"})[0].cfg] == \
+    assert [c.hash for c in registry.plans("tuning_rule", "cpu", {"dataset": "cifar10-jpeg"})[0].cfg] == \
         [c.hash for c in plan.cfg]  # what a sweep or the stale-run check asks for is what the notebook reads
 
 

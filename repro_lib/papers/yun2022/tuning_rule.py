@@ -1,4 +1,4 @@
-"""The runs of ``notebooks/yun2022_tuning_rule.ipynb``: Yun et al.'s tuning rule (ECCV 2022, Eq. 27; Sec. 5.1, Tables
+"""The runs of ``notebooks/tuning_rule.ipynb``: Yun et al.'s tuning rule (ECCV 2022, Eq. 27; Sec. 5.1, Tables
 3-4: "not only the LR linear scaling rule but also a WD linear scaling rule is possible as batch size changes")
 applied to a network none of the papers used, timm's ``test_byobnet`` (BN, squeeze-and-excitation convs; see
 ``repro_lib.models.timm_models``), unmodified: its BN affine parameters, SE convs and classifier are scale-variant.

@@ -1,4 +1,4 @@
-"""What ``notebooks/yun2022_tuning_rule.ipynb`` shows from its runs (``tuning_rule.plan``): the search at B, the three
+"""What ``notebooks/tuning_rule.ipynb`` shows from its runs (``tuning_rule.plan``): the search at B, the three
 settings compared by seed (tuned at B, the rule's λ at 4B, λ kept at 4B), their angular update per epoch and
 accuracy, the verdicts and the "What we found" text. Kept apart from ``tuning_rule`` because the registry imports
 that module, which may not reach ``repro_lib.results``.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 from typing import Callable, Sequence
 
 import pandas as pd
@@ -41,17 +42,17 @@ __all__ = ["tuning_factor", "weight_decay_for", "lr_for", "relaxation_epochs", "
 # ------------------------------------------------------------------------------------------- the rule (Eq. 27)
 def _positive(**values) -> None:
     for name, v in values.items():
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+        if not (isinstance(v, numbers.Real) and math.isfinite(v) and v > 0):
             raise ValueError(f"{name}: must be a finite number > 0, got {v!r}")
 
 
 def _momentum(momentum) -> None:
-    if not (isinstance(momentum, (int, float)) and 0.0 <= momentum < 1.0):
+    if not (isinstance(momentum, numbers.Real) and 0.0 <= momentum < 1.0):
         raise ValueError(f"momentum: must be in [0, 1), got {momentum!r}")
 
 
 def _tf(tf) -> None:
-    if not (isinstance(tf, (int, float)) and math.isfinite(tf) and tf >= 0):
+    if not (isinstance(tf, numbers.Real) and math.isfinite(tf) and tf >= 0):
         raise ValueError(f"tuning_factor: must be a finite number >= 0, got {tf!r}")
 
 
@@ -146,7 +147,7 @@ def scale_invariance(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names: 
 
     Cost: one forward and backward pass, plus one per tensor (one in all with ``together``), on the batch.
     """
-    if not (isinstance(c, (int, float)) and math.isfinite(c) and c > 0 and c != 1):
+    if not (isinstance(c, numbers.Real) and math.isfinite(c) and c > 0 and c != 1):
         raise ValueError(f"c: must be a finite number > 0 other than 1, got {c!r}")
     if not rtol > 0:
         raise ValueError(f"rtol: must be > 0, got {rtol!r}")

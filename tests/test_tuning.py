@@ -2,6 +2,7 @@
 tutorial notebook, with the paper's own numbers as expected values."""
 import math
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn as nn
@@ -224,3 +225,44 @@ def test_the_papers_own_table_read_with_the_tutorial_protocol():
     pp = paper_protocol()  # Table 3 (b): tuned at B = 128, the rule's and the kept λ at B = 512
     assert (pp["tuned_wd"], pp["rule_wd"]) == (4e-4, 1.6e-3)
     assert (pp["tuned"], pp["rule"], pp["control"]) == (95.13, 95.02, 94.76) and pp["rank"] == 2
+
+
+def _fake_results(rule_gain: float, seed_noise=(0.0, 0.3, -0.2)):
+    """The cpu plan with made-up outcomes: accuracy peaks at the tuning factor 0.16 whatever B is, Δθ per epoch is
+    arccos(1 − TF) before the LR decay; ``rule_gain`` is added to the runs at 4B."""
+    from repro_lib.papers.yun2022 import tuning_rule
+
+    plan = tuning_rule.plan("cpu", dataset="cifar10-jpeg")
+    rows = []
+    for _, r in plan.iterrows():
+        tf, c = r.tuning_factor, r.cfg
+        acc = 60 - 20 * math.log(tf / 0.16) ** 2 + seed_noise[r.seed] + (rule_gain if r.stage == "transfer" else 0)
+        hist = [dict(epoch=e, lr=c.lr if e <= 20 else c.lr / 10, angular_update=math.acos(1 - tf) * (1 + 0.01 * e / 26))
+                for e in range(1, c.num_epochs + 1)]
+        rows.append(dict(status="finished", test_acc=acc, history=hist, seconds=1.0))
+    return pd.concat([plan.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+
+
+def test_the_verdicts_of_a_rule_that_works():
+    from repro_lib.papers.yun2022 import tuning_rule_report as report
+
+    res = _fake_results(rule_gain=0.0)
+    assert report.tuned_weight_decay(res) == 0.01
+    a = report.arms(res)
+    assert set(a.arm) == set(report.ARMS) and len(a) == 9
+    assert set(a[a.arm == "rule at 4B"].weight_decay) == {0.04} and set(a[a.arm == "control at 4B"].weight_decay) == {0.01}
+    found = report.findings(res).set_index("claim")
+    assert list(found.word) == ["holds"] * 4, found.verdict.tolist()
+    assert found.attrs["regime"]["settled"]
+    text = report.what_we_found(found.reset_index(), res, "CIFAR-10 JPEG stand-in (not CIFAR-10 numbers)")
+    assert "λ = 0.01" in text and "λ = 0.04" in text and "*holds" in text
+
+
+def test_the_verdicts_of_a_rule_that_loses_accuracy():
+    from repro_lib.papers.yun2022 import tuning_rule_report as report
+
+    found = report.findings(_fake_results(rule_gain=-30.0))  # every run at 4B far below the tuned one at B
+    words = dict(zip(found.claim, found.word))
+    assert words["the rule's weight decay at 4B recovers the tuned accuracy at B"] == "no"
+    assert words["the rule's weight decay at 4B recovers the angular update per epoch of the tuned setting at B"] == \
+        "holds"

@@ -168,9 +168,11 @@ def gpu_hours_label(source=None) -> str:
     return f"one {rate.device}, measured, {rate.path} path"
 
 
-def _estimated_seconds_per_image(batch_size: int, stacked: bool = False) -> float:
+def estimated_seconds_per_image(batch_size: int, stacked: bool = False) -> float:
+    """The estimated H200 training seconds per image at ``batch_size`` (the throughput benchmarks above;
+    ``stacked``: a 16-member ``fit_many`` group)."""
     if stacked:
-        return SECONDS_PER_IMAGE_STACKED * _estimated_seconds_per_image(batch_size) / SECONDS_PER_IMAGE_FIT[128]
+        return SECONDS_PER_IMAGE_STACKED * estimated_seconds_per_image(batch_size) / SECONDS_PER_IMAGE_FIT[128]
     lo, hi = SECONDS_PER_IMAGE_FIT[128], SECONDS_PER_IMAGE_FIT[1024]
     if batch_size <= 128:
         return lo * math.sqrt(128 / batch_size)
@@ -186,10 +188,15 @@ def seconds_per_image(batch_size: int, stacked: bool = False, members: int | Non
     (``stacked``: a 16-member ``fit_many`` group). :func:`gpu_rate_basis` says which."""
     rate = measured_rate(source)
     if rate is None:
-        return _estimated_seconds_per_image(batch_size, stacked)
+        return estimated_seconds_per_image(batch_size, stacked)
     k = members if members is not None else (max(rate.seconds) if stacked else 1)
-    return rate.per_image(k) * _estimated_seconds_per_image(batch_size) / _estimated_seconds_per_image(
-        rate.batch_size)
+    return rate.per_image(k) * batch_scale(batch_size, rate.batch_size)
+
+
+def batch_scale(batch_size: int, reference: int = 128) -> float:
+    """How the cost per image at ``batch_size`` compares with that at ``reference`` (the estimate's B rule), for
+    carrying a rate measured at one batch size to another."""
+    return estimated_seconds_per_image(batch_size) / estimated_seconds_per_image(reference)
 
 
 def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None, source=None) -> float:
@@ -219,7 +226,9 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None, sourc
 #    (drop_last=False: ceil(N / B)). At 4-8 steps per epoch an epoch is shorter than momentum's and the
 #    equilibrium's time scale, and plain SGD turns the weights further per epoch than SGDM at the same tuning factor;
 # 2. eta / B: the paper's, for a net with scale-variant parameters (``scale_invariant=False``: BN affine, trainable
-#    FC), whose SGD noise and stability limit scale with eta / B rather than with the tuning factor;
+#    FC), whose SGD noise and stability limit scale with eta / B rather than with the tuning factor; for the Adam
+#    family (``ADAPTIVE``) eta itself: its per-coordinate step eta·m/sqrt(v) is set by eta whatever the batch (a
+#    linear eta/B rule at a 4x smaller batch left AdamW and AdamP at 57-71 % train accuracy where SGD fits the set);
 # 3. settling: the first LR decay comes after SETTLE_YELLOW relaxation times of the yellow cells and after one of
 #    every cell, or as many as the paper's own cell has where it has fewer (a paper grid reaching TF/64 has cells
 #    that never settle: they stand for the paper's "too little regularization" side). With coupled L2 the squared
@@ -229,6 +238,8 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None, sourc
 #    Adam family's: ``relaxation_tuning_factor``);
 # 4. cost: a notebook's cpu grid trains within CPU_CAP_MINUTES on 2 cores (``estimate_cpu_minutes``).
 MIN_STEPS_PER_EPOCH = 16
+#: optimizers whose step is normalized per coordinate (rule 2 keeps their eta, not eta / B)
+ADAPTIVE = {"adam", "adamw", "adamp"}
 SETTLE_YELLOW = 3.0
 SETTLE_EVERY = 1.0
 CPU_CAP_MINUTES = 45.0
@@ -351,7 +362,10 @@ def shrink_rules(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) -> 
         breaks = []
         if steps < need:
             breaks.append(f"{steps} steps per epoch (at least {need})")
-        if not cfg.scale_invariant and not math.isclose(cfg.lr / cfg.batch_size, plr / pb, rel_tol=1e-6):
+        if not cfg.scale_invariant and cfg.optimizer in ADAPTIVE:
+            if not math.isclose(cfg.lr, plr, rel_tol=1e-6):
+                breaks.append(f"η {cfg.lr:.3g} instead of the paper's {plr:.3g} (an Adam-family step is set by η)")
+        elif not cfg.scale_invariant and not math.isclose(cfg.lr / cfg.batch_size, plr / pb, rel_tol=1e-6):
             breaks.append(f"η/B {cfg.lr / cfg.batch_size:.3g} instead of the paper's {plr / pb:.3g}")
         if settle < need_settle * (1 - 1e-9):
             breaks.append(f"first LR decay after {settle:.2g} relaxation times 1/(2 TF) (at least {need_settle:.2g})")

@@ -69,7 +69,7 @@ def test_group_sizes_between_and_beyond_the_measured_ones(tmp_path):
 
 def test_seconds_per_image_and_gpu_hours_take_the_measured_rate(tmp_path):
     _write(tmp_path)
-    est = profiles._estimated_seconds_per_image
+    est = profiles.estimated_seconds_per_image
     assert profiles.seconds_per_image(128, source=tmp_path) == 1 / 20e3
     assert profiles.seconds_per_image(128, stacked=True, source=tmp_path) == 1 / 60e3
     assert profiles.seconds_per_image(128, members=4, source=tmp_path) == pytest.approx(

@@ -6,6 +6,7 @@ finishes the queue; a third call finds nothing to do. The stop goes through the 
 sees through it are the images the JPEG folder gives."""
 from __future__ import annotations
 
+import json
 import shutil
 import tarfile
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro_lib import batched, train
+from repro_lib import batched, lockstep, profiles, train
 from repro_lib import data as data_mod
 from repro_lib.__main__ import main as cli
 from repro_lib.runs import window as pw
@@ -246,3 +247,74 @@ def test_a_cut_group_goes_on_smaller_even_where_the_estimate_says_it_fits(carrie
     assert sizes[0] == (2, "shrink") and sizes[1][0] == 1, sizes
     if sizes[1][1] == "shrink":
         assert len(sizes) == 2 and "single run" in log["stopped"]
+
+
+# ---------------------------------------------------------------- training paths (--engine) and measured rates
+def _fit_history(cfg, root):
+    return [{k: v for k, v in h.items() if k not in ("seconds", "group_size")}
+            for h in train.fit(cfg, data_root=root, progress=False)["history"]]
+
+
+@pytest.mark.parametrize("engine", ["onegraph", "streams"])
+def test_window_with_a_lockstep_engine_stops_resumes_and_equals_fit(carried, tmp_path, monkeypatch, engine):
+    """``--engine onegraph|streams``: the group goes through ``lockstep.fit_lockstep`` with the window's clock; cut
+    between epochs by the budget, it resumes in the next call, and every run's record equals its own ``fit`` run
+    (bit for bit on a CPU)."""
+    _, gpu_data, _ = carried
+    real_log = pw.WindowStore.log_epoch
+
+    def slow_log(self, cfg, metrics):
+        time.sleep(0.6)
+        real_log(self, cfg, metrics)
+
+    store = tmp_path / "store"
+    args = ["--tiny", "--epochs", str(EPOCHS), "--max-runs", "2", "--max-members", "2", *SEED_ARGS, "--reserve-s",
+            "0", "--store", str(store), "--data-root", str(gpu_data), "--engine", engine]
+    with monkeypatch.context() as m:
+        m.setattr(pw.WindowStore, "log_epoch", slow_log)
+        log1 = pw.main([*args, "--budget-s", "5", "--out", str(tmp_path / "out1")])
+    assert log1["engine"] == engine and log1["rate_basis"] == "estimated"
+    assert log1["groups"][0]["status"] == "budget" and log1["groups"][0]["engine"] == engine
+    assert len(log1["cut"]) == 2
+    log2 = pw.main([*args, "--budget-s", "300", "--out", str(tmp_path / "out2")])
+    assert [(g["status"], g["engine"]) for g in log2["groups"]] == [("finished", engine)]
+    s = Store(store)
+    queue = [c for it in pw.build_queue((0,), tiny=True, epochs=EPOCHS, max_runs=2) for c in it.cfgs]
+    with pw.window_data(str(gpu_data), pw.pairs_of(queue)) as (root, _):
+        for c in queue:
+            got = [{k: v for k, v in h.items() if k not in ("seconds", "group_size")} for h in s.history(c)]
+            assert got == _fit_history(c, root)
+
+
+def test_a_failing_engine_falls_back_to_the_paper_path(carried, tmp_path, monkeypatch):
+    _, gpu_data, _ = carried
+
+    def broken(*a, **kw):
+        raise RuntimeError("capture failed")
+
+    monkeypatch.setattr(lockstep, "fit_lockstep", broken)
+    log = pw.main(["--tiny", "--epochs", "2", "--max-runs", "2", "--max-members", "2", *SEED_ARGS, "--budget-s",
+                   "300", "--reserve-s", "0", "--store", str(tmp_path / "s"), "--out", str(tmp_path / "o"),
+                   "--data-root", str(gpu_data), "--engine", "onegraph"])
+    assert [(g["engine"], g["status"]) for g in log["groups"]] == [("onegraph", "error"), ("paper", "finished")]
+    assert log["engine"] == "paper" and "capture failed" in log["engine_why"] and len(log["finished"]) == 2
+
+
+def test_auto_engine_and_time_model_take_the_measured_rate(tmp_path):
+    rows = [dict(path=p, precision="fp32", members=k, images_per_s=r, train_images_per_s=1.25 * r, complete=True,
+                 valid=v, statuses=["finished"] * k)
+            for p, k, r, v in (("paper", 1, 14e3, True), ("paper", 8, 15e3, True), ("onegraph", 1, 16e3, True),
+                               ("onegraph", 8, 48e3, True), ("streams", 8, 60e3, None))]
+    f = tmp_path / "results_paper_rate_h100.json"
+    f.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "protocol": {"batch_size": 128, "width": 64},
+                             "rows": rows}))
+    path, rate, why = pw.select_path("auto", tmp_path)
+    assert path == "onegraph" and rate.seconds == {1: 1 / 20e3, 8: 1 / 60e3} and str(f) in why
+    assert pw.select_path("paper", f)[1].seconds == {1: 1 / (1.25 * 14e3), 8: 1 / (1.25 * 15e3)}
+    assert pw.select_path("auto", tmp_path / "none")[:2] == ("paper", None)
+    assert pw.select_path("auto", None, tiny=True)[:2] == ("paper", None)
+    cfg = next(c for it in pw.build_queue() for c in it.cfgs)  # Table 1 (a), N = 3,125, evaluation every 4 epochs
+    evals = 1 + 10000 / 4 / (3 * 3125)
+    assert pw.model_epoch_s(cfg, 8, rate) == pytest.approx(8 * 3125 / 60e3 * evals)
+    assert pw.model_epoch_s(cfg, 1, rate) == pytest.approx(3125 / 20e3 * evals)
+    assert pw.model_epoch_s(cfg, 1) == pytest.approx(3125 * profiles.SECONDS_PER_IMAGE_FIT[128] * evals)

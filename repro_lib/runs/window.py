@@ -23,16 +23,29 @@ decay, fp32, CUDA graphs, the full test set; ``cifar10-jpeg`` is a stand-in, nev
 
 **Groups.** The pending runs are taken in queue order; those that ``batched.fit_many`` can stack (equal
 ``batched.SHARED_FIELDS``: N, B, epochs, ...) are trained together, at most the profile's ``max_members`` and the
-memory cap of ``batched.group_configs`` (``member_bytes`` against 70 % of the free GPU memory); a group of one goes
-through ``train.fit``, as in ``fit_grouped``. A resume checkpoint of the paper's network is about 130 MB per run
+memory cap of ``batched.group_configs`` (``member_bytes`` against 70 % of the free GPU memory), and trained by the
+call's path (below). A resume checkpoint of the paper's network is about 130 MB per run
 (weights, momentum, the angular tracker's previous weights), far more than a file brought back from the GPU
 machine may weigh, so progress within a run does not outlive the call: a group is sized to *finish* in the time
-left. The size comes from the measured H200 rates of ``repro_lib.profiles`` (``seconds_per_image``: one graphed
-run to a 16-member stack), with evaluation and the periodic checkpoints added, rescaled by what this call has
-measured (an H100 starts from its own measured scale, ``DEVICE_RATE_SCALE``).
+left. The size comes from the path's rate measured at the paper protocol (``profiles.measured_rate``: the benchmark's
+results, per group size) or, until one is measured, from the estimated H200 rates of ``repro_lib.profiles``
+(``estimated_seconds_per_image``: one graphed run to a 16-member stack; an H100 starts from its own measured scale,
+``DEVICE_RATE_SCALE``), with evaluation and the periodic checkpoints added, rescaled by what this call has
+measured (:func:`model_epoch_s`).
 After ``--probe-epochs`` epochs past the first, a group projects its own end; if it would overrun, it stops at that
 epoch boundary with every member checkpointed in the store and the call goes on with as many of them as fit --
 they resume from those checkpoints (never as large a group again).
+
+**Path** (``--engine``): ``paper`` trains a group through ``batched.fit_many`` (a group of one through
+``train.fit``, as ``fit_grouped``); ``onegraph`` and ``streams`` through ``lockstep.fit_lockstep`` (each member its
+own network, the group as one CUDA graph per step or per-member CUDA streams; a member is ``fit``'s run, its records
+and checkpoints in ``fit``'s format, so runs move between paths freely). ``auto`` (the default) takes the path of
+``profiles.measured_rate``: the fastest complete fp32 row of the largest group in ``benchmarks/bench_paper_rate.py``'s
+results (``--rates``: its JSON or folder; default ``benchmarks/``) that passed the benchmark's check against ``fit``
+on the device; without such results, ``paper``. A group whose path fails with an error other than running out of
+memory goes on through ``paper`` (from the checkpoints it wrote), and so does the rest of the call. ``window.json``
+says the path (``engine``, ``engine_why``), whether the time model started from measured or estimated rates
+(``rate_basis``) and, per group, its ``engine``.
 
 **Stopping.** ``fit`` and ``fit_many`` build their between-epochs hook from their ``clock`` argument and ask it
 once per finished epoch, after its evaluation; the window passes its own (:class:`_Clock`, one :class:`Monitor`
@@ -82,9 +95,16 @@ machine after the call can go to a second call with a smaller ``--budget-s``, on
 (the store travels with the working tree); the warm machine still holds
 the git-ignored ``reports/checkpoints/`` of the first call, so its cut runs resume where they stopped.
 
-``--plan-only`` prints the queue with each item's estimated GPU seconds (``profiles.estimate_gpu_hours``) and
-what the store already holds; ``--tiny`` is the same code at smoke size on the CPU (width 4, N/100, B = 16, a few
-epochs) for the tests.
+``--plan-only`` prints the queue with each item's GPU seconds (``profiles.estimate_gpu_hours``, measured or
+estimated as ``profiles.gpu_hours_label`` says) and what the store already holds; ``--tiny`` is the same code at
+smoke size on the CPU (width 4, N/100, B = 16, a few epochs) for the tests (its ``auto`` path is ``paper`` unless
+``--rates`` is given).
+
+Right after the benchmark, in one call on the GPU machine (``benchmarks/gpu_window.sh``; ``benchmarks/README.md``
+has the exact call and what to do with its files)::
+
+    PYTHONUNBUFFERED=1 PYTHONPATH=. python3 -m repro_lib window --budget-s <left> --store reports --out $OUT \
+        --data-root gpu_data --engine auto --rates $OUT
 """
 from __future__ import annotations
 
@@ -105,9 +125,11 @@ import torch
 
 from .. import batched
 from .. import data as data_mod
+from .. import lockstep
 from .. import train as train_mod
 from ..papers import registry
-from ..profiles import estimate_gpu_hours, seconds_per_image
+from ..profiles import (batch_scale, estimate_gpu_hours, estimated_seconds_per_image, gpu_hours_label,
+                        measured_rate)
 from ..store import Store, _write_atomic, package_version
 from .window_data import DATA_FILE, DATASET, window_data
 from .window_data import build as build_data_file
@@ -122,6 +144,7 @@ FIRST_SETUP_S = {"gpu": 20.0, "tiny": 0.5}
 # window.json: two H100 80GB HBM3 calls measured 1.187 and 1.198) so that its first group is not oversized
 DEVICE_RATE_SCALE = {"H100": 1.19}
 STOP_S = {"gpu": (1.0, 0.25), "tiny": (0.1, 0.05)}
+PATHS = ("paper", *lockstep.ENGINES)  # how a group is trained (--engine): fit / fit_many, or a lockstep engine
 
 
 def now() -> float:
@@ -188,16 +211,38 @@ def pairs_of(cfgs) -> list[tuple[int, int]]:
 
 
 # ============================================================================================== time model
-def model_epoch_s(cfg, members: int) -> float:
-    """Seconds of one epoch of a group of ``members`` runs like ``cfg`` on one H200, from the measured rates of
-    ``repro_lib.profiles`` (single graphed run -> 16-member stack, geometric in between) plus the evaluation every
+def model_epoch_s(cfg, members: int, rate=None) -> float:
+    """Seconds of one epoch of a group of ``members`` runs like ``cfg``: training from ``rate`` (a
+    ``profiles.MeasuredRate``: the rate the benchmark measured for the path that trains the group, for groups of
+    that size; scaled from its batch size and width) or, without one, from the estimated H200 rates of
+    ``repro_lib.profiles`` (single graphed run -> 16-member stack, geometric in between); plus the evaluation every
     ``cfg.eval_interval`` epochs (a forward pass costs about a third of a training step per image)."""
-    s1 = seconds_per_image(cfg.batch_size)
-    s16 = seconds_per_image(cfg.batch_size, stacked=True)
-    s = s1 * (s16 / s1) ** min(1.0, math.log(members) / math.log(16)) if members > 1 else s1
+    if rate is not None:
+        s = rate.per_image(members) * batch_scale(cfg.batch_size, rate.batch_size) * (64 / rate.width) ** 2
+    else:
+        s1 = estimated_seconds_per_image(cfg.batch_size)
+        s16 = estimated_seconds_per_image(cfg.batch_size, stacked=True)
+        s = s1 * (s16 / s1) ** min(1.0, math.log(members) / math.log(16)) if members > 1 else s1
     n_test = cfg.n_test or data_mod.DATASETS[cfg.dataset].n_test
     evals = n_test / cfg.eval_interval(cfg.n, n_test) / (3 * cfg.n)
     return members * cfg.n * s * (cfg.width / 64) ** 2 * (1 + evals)
+
+
+def select_path(engine: str, source=None, tiny: bool = False) -> tuple[str, object, str]:
+    """(path, its measured rate or None, why) for ``--engine``: a path of :data:`PATHS` as asked, with its measured
+    rate where the benchmark's results (``source``: ``--rates``; default ``benchmarks/``) hold one; ``auto``: the
+    path of ``profiles.measured_rate`` (the fastest complete, validated fp32 row of the largest group), else
+    ``paper`` with the estimated rates. ``tiny`` (the CPU): a GPU's rates mean nothing there; ``auto`` is ``paper``
+    unless ``source`` is given."""
+    if tiny and source is None:
+        return ("paper" if engine == "auto" else engine), None, "smoke size on the CPU: estimated rates"
+    if engine != "auto":
+        rate = measured_rate(source, path=engine)
+        return engine, rate, "asked for" + ("" if rate is not None else "; no measured rate: estimated")
+    rate = measured_rate(source)
+    if rate is None:
+        return "paper", None, "no measured rate: the paper path, estimated rates"
+    return rate.path, rate, f"the fastest validated path of {rate.file}"
 
 
 def checkpoint_bytes(cfg) -> int:
@@ -219,15 +264,16 @@ class Rates:
     """Seconds per epoch, per group set-up and per checkpoint round (every member's checkpoint written once):
     :func:`model_epoch_s` times a scale this call measures, and the set-up and rounds as measured."""
 
-    def __init__(self, tiny: bool = False):
+    def __init__(self, tiny: bool = False, basis=None):
         self.kind = "tiny" if tiny else "gpu"
+        self.basis = basis  # profiles.MeasuredRate of the training path, or None: the estimated rates
         self.scale = 1.0
         self.setup_s = FIRST_SETUP_S[self.kind]
         self.round_s: dict[int, float] = {}  # members -> seconds of one checkpoint round
         self.measured = False
 
     def epoch_s(self, cfg, members: int) -> float:
-        return self.scale * model_epoch_s(cfg, members)
+        return self.scale * model_epoch_s(cfg, members, self.basis)
 
     def stop_s(self, members: int) -> float:
         """Seconds to write every member's checkpoint (at a stop, or every ``checkpoint_every_s``)."""
@@ -252,7 +298,7 @@ class Rates:
         mean = mon.steady_mean()
         if mean is None:
             return
-        self.scale = mean / model_epoch_s(cfg, members)
+        self.scale = mean / model_epoch_s(cfg, members, self.basis)
         self.setup_s = max(0.0, (mon.t_begin - mon.t_call) + mon.intervals[0] - mean)
         self.measured = True
 
@@ -439,7 +485,8 @@ class Window:
         self.refresh(self.order)
         self.done_before = set(self.results)
         self.skipped: set[str] = set()  # runs given up on in this call (an error)
-        self.rates = Rates(args.tiny)
+        self.engine, basis, why = select_path(args.engine, args.rates, args.tiny)
+        self.rates = Rates(args.tiny, basis)
         self.shrunk_from = 0  # size of the group that its probe has just cut
         self.max_members = args.max_members or (int(items[0].plan.attrs.get("max_members", 16)) if items else 16)
         self.data_root = None
@@ -448,6 +495,8 @@ class Window:
             "device": None, "torch": torch.__version__,
             "repro_lib": package_version(), "budget_s": args.budget_s, "reserve_s": args.reserve_s,
             "store": str(args.store), "groups": [], "finished": [], "cut": [], "errors": [],
+            "engine": self.engine, "engine_why": why, "rate_basis": "measured" if basis is not None else "estimated",
+            "rate_file": basis.file if basis is not None else None,
         }
 
     def left(self) -> float:
@@ -581,11 +630,16 @@ class Window:
         self.store.monitor = mon
         status = "finished"
         clock = functools.partial(_Clock, mon)  # fit / fit_many build it with the run's checkpoint_every_s
+        engine = self.engine if self.engine == "streams" or batched.stackable(group[0]) else "paper"
+        entry["engine"] = engine
         try:
-            if len(group) == 1:
-                train_mod.fit(group[0], store=self.store, data_root=self.data_root, progress=False, clock=clock)
+            kw = dict(store=self.store, data_root=self.data_root, progress=False, clock=clock)
+            if engine in lockstep.ENGINES:
+                lockstep.fit_lockstep(group, engine=engine, **kw)
+            elif len(group) == 1:
+                train_mod.fit(group[0], **kw)
             else:
-                batched.fit_many(group, store=self.store, data_root=self.data_root, progress=False, clock=clock)
+                batched.fit_many(group, **kw)
         except Cut as cut:
             status = cut.reason
         except torch.cuda.OutOfMemoryError as e:
@@ -598,7 +652,10 @@ class Window:
             status = "error"
             entry["error"] = f"{type(e).__name__}: {e}"
             self.log["errors"].append(traceback.format_exc())
-            self.skipped.update(hs)
+            if engine != "paper":  # the group goes on through fit / fit_many (from any checkpoint it wrote)
+                self.fall_back(f"{engine} failed: {type(e).__name__}: {e}")
+            else:
+                self.skipped.update(hs)
         finally:
             self.store.monitor = None
         end = now()
@@ -625,6 +682,15 @@ class Window:
             torch.cuda.empty_cache()
         return status
 
+    def fall_back(self, why: str) -> None:
+        """Train the rest of the call with the ``paper`` path (``fit`` / ``fit_many``) and its rates."""
+        self.engine = "paper"
+        self.rates = Rates(self.args.tiny, None if self.args.tiny and self.args.rates is None
+                           else measured_rate(self.args.rates, path="paper"))
+        self.log["engine"], self.log["engine_why"] = "paper", why
+        self.log["rate_basis"] = "measured" if self.rates.basis is not None else "estimated"
+        print(f"[{now() - self.t0:6.1f} s] {why}: the paper path from here on", flush=True)
+
     def finish_diverged(self, mon: Monitor) -> None:
         """Members that diverged in a call that was then cut: their final record, as ``fit_many`` would write it."""
         for h, epoch in mon.diverged.items():
@@ -647,7 +713,10 @@ class Window:
             self.log["data_s"] = round(now() - self.t0, 2)
             dev = train_mod.resolve_device(pending[0].device)
             self.log["device"] = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
-            self.rates.scale = next((v for k, v in DEVICE_RATE_SCALE.items() if k in self.log["device"]), 1.0)
+            if self.rates.basis is None:  # the H200 estimate: a card measured slower starts from its scale
+                self.rates.scale = next((v for k, v in DEVICE_RATE_SCALE.items() if k in self.log["device"]), 1.0)
+            print(f"[{now() - self.t0:6.1f} s] engine {self.engine} ({self.log['engine_why']}); rates "
+                  f"{self.log['rate_basis']}", flush=True)
             while True:
                 group, why = self.next_group()
                 if group is None:
@@ -664,7 +733,8 @@ class Window:
 # ============================================================================================== plan only
 def plan_only(args, items: list[Item]) -> None:
     store = Store(args.store) if args.store and Path(args.store).is_dir() else None  # creates no store
-    rates = Rates(args.tiny)
+    engine, basis, why = select_path(args.engine, args.rates, args.tiny)
+    rates = Rates(args.tiny, basis)
     members = args.max_members or 16
     print(f"{'item':<24} {'runs':>4} {'shared':>6} {'stored':>6} {'est. s':>8} {'+eval s':>8}")
     tot = tot_eval = 0.0
@@ -673,16 +743,17 @@ def plan_only(args, items: list[Item]) -> None:
         plan.attrs["max_members"] = members
         stored = sum(store.get(c) is not None for c in it.cfgs) if store is not None else 0
         todo = [c for c in it.cfgs if store is None or store.get(c) is None]
-        est = estimate_gpu_hours(plan) * 3600 if it.cfgs else 0.0
+        est = estimate_gpu_hours(plan, source=args.rates) * 3600 if it.cfgs else 0.0
         with_eval = sum(rates.epoch_s(c, members) / members * c.num_epochs for c in todo)
         tot += est
         tot_eval += with_eval
         print(f"{it.label:<24} {len(it.cfgs):>4} {it.shared:>6} {stored:>6} {est:>8.0f} {with_eval:>8.0f}")
     usable = args.budget_s - args.reserve_s - 30
     print(f"{'total':<24} {sum(len(i.cfgs) for i in items):>4} {'':>6} {'':>6} {tot:>8.0f} {tot_eval:>8.0f}")
-    print(f"est. s: profiles.estimate_gpu_hours (H200, {members}-member stacks, training only); +eval s: the "
-          f"window's own model (evaluation included) for the runs the store does not hold; about "
-          f"{math.ceil(tot_eval / max(1.0, usable))} calls of --budget-s {args.budget_s:g}")
+    print(f"est. s: profiles.estimate_gpu_hours ({gpu_hours_label(args.rates)}, groups of {members}, training "
+          f"only); +eval s: the window's own model (engine {engine}, rates "
+          f"{'measured' if basis is not None else 'estimated'}; evaluation included) for the runs the store does "
+          f"not hold; about {math.ceil(tot_eval / max(1.0, usable))} calls of --budget-s {args.budget_s:g}")
 
 
 def tidy(store_dir, items: list[Item]) -> list[str]:
@@ -716,6 +787,11 @@ def parse(argv=None):
                     "$REPRO_DATA_ROOT, else ./data)")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     ap.add_argument("--max-members", type=int, default=0, help="largest stack (0: the profile's max_members)")
+    ap.add_argument("--engine", default="auto", choices=["auto", *PATHS],
+                    help="how groups are trained: paper (fit / fit_many), onegraph or streams (repro_lib.lockstep); "
+                    "auto: the fastest path the benchmark validated (--rates), else paper")
+    ap.add_argument("--rates", default=None, help="bench_paper_rate.py's results (a results_paper_rate_<gpu>.json "
+                    "or its folder) for --engine auto and the time model (default: benchmarks/)")
     ap.add_argument("--probe-epochs", type=int, default=4, help="epochs after the first before a group checks that "
                     "it will finish (and shrinks if not)")
     ap.add_argument("--plan-only", action="store_true", help="print the queue and its estimated GPU seconds")

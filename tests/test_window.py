@@ -318,3 +318,29 @@ def test_auto_engine_and_time_model_take_the_measured_rate(tmp_path):
     assert pw.model_epoch_s(cfg, 8, rate) == pytest.approx(8 * 3125 / 60e3 * evals)
     assert pw.model_epoch_s(cfg, 1, rate) == pytest.approx(3125 / 20e3 * evals)
     assert pw.model_epoch_s(cfg, 1) == pytest.approx(3125 * profiles.SECONDS_PER_IMAGE_FIT[128] * evals)
+
+
+def test_the_gpu_call_script_runs_the_benchmark_then_the_window(carried, tmp_path):
+    """``benchmarks/gpu_window.sh`` (the prepared GPU call) at smoke size on the CPU: the benchmark writes its JSON
+    into OUT, then the window trains with the rates it finds there and writes its records into the same OUT."""
+    import os
+    import subprocess
+    import sys
+
+    _, gpu_data, _ = carried
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1",
+               BENCH_ARGS="--device cpu --width 4 --n 32 --n-test 64 --batch-size 16 --epochs 1 --paths onegraph "
+                          "--precisions fp32 --members 1 --no-profile",
+               WINDOW_ARGS=f"--tiny --epochs 2 --max-runs 2 --max-members 2 --seeds 0 --store {tmp_path / 'store'} "
+                           f"--data-root {gpu_data}")
+    p = subprocess.run(["bash", "benchmarks/gpu_window.sh", str(out), "400", "120"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    bench = json.loads((out / "results_paper_rate_cpu.json").read_text())
+    assert [(r["path"], r["valid"]) for r in bench["rows"]] == [("onegraph", True)]
+    log = json.loads((out / "window.json").read_text())
+    assert log["stopped"] == "queue finished" and len(log["finished"]) == 2 and log["rate_basis"] == "estimated"
+    assert all((out / f).is_file() for f in ("records.tar.gz", "bench_log.txt", "window_log.txt"))
+    assert "benchmark: exit 0" in p.stdout and "window: exit 0" in p.stdout

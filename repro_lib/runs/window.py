@@ -630,7 +630,7 @@ class Window:
         self.store.monitor = mon
         status = "finished"
         clock = functools.partial(_Clock, mon)  # fit / fit_many build it with the run's checkpoint_every_s
-        engine = self.engine if self.engine == "streams" or batched.stackable(group[0]) else "paper"
+        engine = self.path_for(group[0])
         entry["engine"] = engine
         try:
             kw = dict(store=self.store, data_root=self.data_root, progress=False, clock=clock)
@@ -681,6 +681,19 @@ class Window:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         return status
+
+    def path_for(self, cfg) -> str:
+        """The call's path for a group like ``cfg``, or ``paper`` where that path cannot train it (``onegraph``:
+        SGD with coupled L2 and an LR-only schedule) or, with measured rates, was not validated in ``cfg``'s
+        precision (the bf16 check is trained in bf16)."""
+        engine = self.engine
+        if engine == "onegraph" and not batched.stackable(cfg):
+            return "paper"
+        basis = self.rates.basis
+        if engine != "paper" and basis is not None and cfg.precision != basis.precision \
+                and measured_rate(self.args.rates, path=engine, precision=cfg.precision) is None:
+            return "paper"
+        return engine
 
     def fall_back(self, why: str) -> None:
         """Train the rest of the call with the ``paper`` path (``fit`` / ``fit_many``) and its rates."""

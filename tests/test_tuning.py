@@ -249,8 +249,9 @@ def test_the_verdicts_of_a_rule_that_works():
     res = _fake_results(rule_gain=0.0)
     assert report.tuned_weight_decay(res) == 0.01
     a = report.arms(res)
-    assert set(a.arm) == set(report.ARMS) and len(a) == 9
-    assert set(a[a.arm == "rule at 4B"].weight_decay) == {0.04} and set(a[a.arm == "control at 4B"].weight_decay) == {0.01}
+    assert set(a.setting) == set(report.ARMS) and len(a) == 9
+    assert set(a[a.setting == "rule at 4B"].weight_decay) == {0.04}
+    assert set(a[a.setting == "control at 4B"].weight_decay) == {0.01}
     found = report.findings(res).set_index("claim")
     assert list(found.word) == ["holds"] * 4, found.verdict.tolist()
     assert found.attrs["regime"]["settled"]

@@ -83,10 +83,10 @@ def tuned_weight_decay(results: pd.DataFrame) -> float:
 
 def arms(results: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, seed) of :data:`ARMS`: the tuned λ at B, the rule's λ at 4B (same tuning factor) and
-    the control (the tuned λ at 4B), with ``batch_size``, ``weight_decay``, ``tuning_factor``, ``status``,
-    ``test_acc``, ``dtheta`` (:func:`window_angle`) and ``history``."""
+    the control (the tuned λ at 4B), with ``setting`` (one of :data:`ARMS`), ``batch_size``, ``weight_decay``,
+    ``tuning_factor``, ``status``, ``test_acc``, ``dtheta`` (:func:`window_angle`) and ``history``."""
     wd = tuned_weight_decay(results)
-    cols = ["arm", "seed", "batch_size", "weight_decay", "tuning_factor", "status", "test_acc", "dtheta", "history"]
+    cols = ["setting", "seed", "batch_size", "weight_decay", "tuning_factor", "status", "test_acc", "dtheta", "history"]
     if not math.isfinite(wd):
         return pd.DataFrame(columns=cols)
     tune = results[results.stage == "tune"]
@@ -99,7 +99,7 @@ def arms(results: pd.DataFrame) -> pd.DataFrame:
     for arm, (stage, w) in pick.items():
         sel = results[(results.stage == stage) & np.isclose(results.weight_decay, w, rtol=1e-9, atol=0)]
         for _, r in sel.iterrows():
-            rows.append(dict(arm=arm, seed=r.seed, batch_size=r.batch_size, weight_decay=r.weight_decay,
+            rows.append(dict(setting=arm, seed=r.seed, batch_size=r.batch_size, weight_decay=r.weight_decay,
                              tuning_factor=r.tuning_factor, status=r.status,
                              test_acc=r.test_acc if r.status == "finished" else math.nan,
                              dtheta=window_angle(r.history, r.cfg) if r.status == "finished" else math.nan,
@@ -111,12 +111,13 @@ def arm_table(a: pd.DataFrame) -> pd.DataFrame:
     """Per setting: B, λ, tuning factor, the expected Δθ arccos(1 − TF), mean Δθ and accuracy over seeds (± sd)."""
     rows = []
     for arm in ARMS:
-        g = a[a.arm == arm]
+        g = a[a.setting == arm]
         if not len(g):
             continue
         tf = float(g.tuning_factor.iloc[0])
         rows.append({"setting": arm, "B": int(g.batch_size.iloc[0]), "λ": float(g.weight_decay.iloc[0]),
-                     "tuning factor": tf, "arccos(1 − TF)": tuning.angular_update_per_epoch(tf) if tf <= 2 else math.nan,
+                     "tuning factor": tf,
+                     "arccos(1 − TF)": tuning.angular_update_per_epoch(tf) if tf <= 2 else math.nan,
                      "Δθ (rad)": g.dtheta.mean(), "Δθ sd": g.dtheta.std(ddof=1),
                      "test acc": g.test_acc.mean(), "acc sd": g.test_acc.std(ddof=1),
                      "seeds": int(g.test_acc.notna().sum())})
@@ -125,7 +126,7 @@ def arm_table(a: pd.DataFrame) -> pd.DataFrame:
 
 def _pairs(a: pd.DataFrame, value: str, x: str, y: str) -> pd.Series:
     """Per seed: ``value`` of setting ``x`` and of ``y`` side by side (seeds where both finished)."""
-    w = a.pivot_table(index="seed", columns="arm", values=value, aggfunc="first")
+    w = a.pivot_table(index="seed", columns="setting", values=value, aggfunc="first")
     if x not in w or y not in w:
         return pd.DataFrame(columns=[x, y])
     return w[[x, y]].dropna()
@@ -162,7 +163,7 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
     their Δθ settled is *undecided*."""
     a = arms(results)
     real = fnd.dataset_label(results) != fnd.SYNTHETIC
-    tuned_hist = list(a[a.arm == ARMS[0]].history) if len(a) else []
+    tuned_hist = list(a[a.setting == ARMS[0]].history) if len(a) else []
     reg = fnd.regime(tuned_hist)
     settled = reg["settled"]
     rows = []
@@ -221,7 +222,7 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
     # 4. the paper's own reading (Tables 3-4): the rule's λ is best or second of the searched values at 4B
     cells = search(results)
     big = cells[(cells.stage == "transfer") & cells.test_acc.notna()]
-    rule = a[a.arm == ARMS[1]]
+    rule = a[a.setting == ARMS[1]]
     if len(big) and len(rule):
         w = float(rule.weight_decay.iloc[0])
         mine = big[np.isclose(big.weight_decay, w, rtol=1e-9, atol=0)]
@@ -339,7 +340,7 @@ def plot_search(cells: pd.DataFrame, a: pd.DataFrame, ax=None, title: str = ""):
         ax.errorbar(g.tuning_factor, g.test_acc, yerr=g["std"].fillna(0), marker="o", capsize=3, label=f"B = {b}")
     marks = {ARMS[0]: "*", ARMS[1]: "D", ARMS[2]: "X"}
     for arm, m in marks.items():
-        g = a[a.arm == arm]
+        g = a[a.setting == arm]
         if len(g) and g.test_acc.notna().any():
             ax.scatter([g.tuning_factor.iloc[0]], [g.test_acc.mean()], marker=m, s=110, zorder=5,
                        facecolors="none", edgecolors="k", label=arm)

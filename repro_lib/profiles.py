@@ -186,7 +186,10 @@ def seconds_per_image(batch_size: int, stacked: bool = False, members: int | Non
     measured paper-protocol rate (:func:`measured_rate`; ``members``: the group size, default 1, or the largest
     measured with ``stacked``) scaled from its batch size as the estimate scales, else the estimated H200 rate
     (``stacked``: a 16-member ``fit_many`` group). :func:`gpu_rate_basis` says which."""
-    rate = measured_rate(source)
+    return _seconds_per_image(batch_size, stacked, members, measured_rate(source))
+
+
+def _seconds_per_image(batch_size: int, stacked: bool, members: int | None, rate: MeasuredRate | None) -> float:
     if rate is None:
         return estimated_seconds_per_image(batch_size, stacked)
     k = members if members is not None else (max(rate.seconds) if stacked else 1)
@@ -209,12 +212,13 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None, sourc
     from .data import DATASETS
 
     members = plan.attrs.get("max_members", 1) if max_members is None else max_members
+    rate = measured_rate(source)
     total = 0.0
     for cfg in plan["cfg"]:
         area = (DATASETS[cfg.dataset].image_size / 32) ** 2
         model = 2.0 if cfg.model.startswith("densenet") else 1.0
         stacked = members > 1 and not cfg.model.startswith("densenet")
-        s = seconds_per_image(cfg.batch_size, stacked, members=members if stacked else 1, source=source)
+        s = _seconds_per_image(cfg.batch_size, stacked, members if stacked else 1, rate)
         total += cfg.n * cfg.num_epochs * s * (cfg.width / 64) ** 2 * area * model
     return total / 3600
 

@@ -86,10 +86,10 @@ def main(argv=None) -> int:
     if args.cmd == "sweep":
         return sweep(args)
     if args.cmd == "summary":
-        from .results import publish
+        from .runs import published
 
-        return publish.main([args.reports, *(["--readme", args.readme] if args.readme else []),
-                             *(["--check"] if args.check else [])])
+        return published.main([args.reports, *(["--readme", args.readme] if args.readme else []),
+                               *(["--check"] if args.check else [])])
     if args.cmd == "report":
         return report(args)
     if args.cmd == "tune":
@@ -216,13 +216,13 @@ def tune(args) -> int:
 
 
 def report(args) -> int:
-    from .results import publish
+    from .runs import published
     from .runs.notebook import summary_table
 
-    outcomes = publish.rerender(args.reports, args.notebooks or None)
+    outcomes = published.rerender(args.reports, args.notebooks or None)
     print("\n" + summary_table(outcomes), flush=True)
     if args.readme:
-        publish.main([args.reports, "--readme", args.readme])
+        published.main([args.reports, "--readme", args.readme])
     failed = [o.notebook for o in outcomes if o.status != "ok"]
     if failed:
         print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)

@@ -81,6 +81,7 @@ import torch
 from . import config as _config
 
 DONE = ("finished", "diverged")
+MISSING = "missing"  # the status a reader gives a run this store does not hold (collect mode, tables)
 
 _LEGACY = "store.sqlite"  # the SQLite store of earlier versions
 _IMPORTED = ".sqlite_imported"  # marker in runs/: the (size, mtime) of the SQLite files imported last

@@ -1,4 +1,4 @@
-"""The README's cost table (``repro_lib.results.costs``): runs, image-epochs and estimated minutes from the plans
+"""The README's cost table (``repro_lib.runs.costs``): runs, image-epochs and estimated minutes from the plans
 the published notebook asks for, trained minutes from exactly those runs' published records."""
 import json
 
@@ -6,7 +6,8 @@ import pytest
 
 from repro_lib import profiles
 from repro_lib.papers import registry
-from repro_lib.results import costs, publish
+from repro_lib.results import publish
+from repro_lib.runs import costs, published
 
 NAME = "yun2022_section3"
 PARAMS = {"dataset": "cifar10-jpeg"}
@@ -70,8 +71,8 @@ def test_readme_cost_block_round_trip(fake_reports, tmp_path):
     root, _ = fake_reports
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{publish.BEGIN}\n{publish.END}\n\n{costs.BEGIN}\nold\n{costs.END}\ntail\n")
-    assert publish.main([str(root), "--readme", str(readme), "--check"]) == 1
-    assert publish.main([str(root), "--readme", str(readme)]) == 0
-    assert publish.main([str(root), "--readme", str(readme), "--check"]) == 0
+    assert published.main([str(root), "--readme", str(readme), "--check"]) == 1
+    assert published.main([str(root), "--readme", str(readme)]) == 0
+    assert published.main([str(root), "--readme", str(readme), "--check"]) == 0
     text = readme.read_text()
     assert f"| `{NAME}` |" in text and text.endswith(f"{costs.END}\ntail\n") and "old" not in text

@@ -47,17 +47,18 @@ def test_no_interior_peak_is_nan_not_an_extrapolation():
     assert math.isnan(findings.peak_tuning_factor(tf, [5, 3, 1, 3, 5])["peak"])  # opens upwards
 
 
-def test_findings_verdict_margin_and_spread():
+def test_findings_verdict_margin_and_its_paired_interval():
     f = findings.findings(_grid(peak_tf=TF, noise=0.05)).iloc[0]
-    assert f["rank"] == "best" and f.verdict == "holds" and f.margin > 0 and f.decided and f.seeds == 3 and f.cells == 5
+    assert f["rank"] == "best" and f.verdict == "holds" and f.margin > 0 and f.seeds == 3 and f.cells == 5
+    assert 0 < f.ci_lo < f.margin < f.ci_hi and f.resolution == pytest.approx((f.ci_hi - f.ci_lo) / 2)
     assert f.yellow_tf == pytest.approx(TF) and f.peak_vs_yellow == pytest.approx(1, abs=0.05)
     off = findings.findings(_grid(peak_tf=2 * TF, noise=0.05)).iloc[0]  # the optimum is one cell to the right
-    assert off["rank"] == "second" and off.verdict == "holds" and off.margin < 0
+    assert off["rank"] == "second" and off.verdict == "holds" and off.margin < 0 and off.ci_hi < 0
     assert off.best_other_tf == pytest.approx(2 * TF)
     noisy = findings.findings(_grid(peak_tf=TF * 1.05, curvature=-0.05, noise=2.0)).iloc[0]
-    assert not noisy.decided  # a margin inside the seed spread does not decide
+    assert noisy.ci_lo < 0 < noisy.ci_hi  # a margin inside the seed noise: its interval holds 0
     text = findings.say_findings(findings.findings(_grid()))
-    assert "3 seeds per cell" in text and "yellow" in text
+    assert "3 seeds per cell" in text and "yellow" in text and "paired by seed, 95 % interval" in text
 
 
 def test_findings_count_missing_runs():
@@ -88,7 +89,8 @@ def test_claim_rows_and_verdict_line():
     f = findings.findings(g)
     rows = findings.claim_rows(f, "Yun et al. 2022", "Table 1", "yellow best or second", "CIFAR-10", results=g)
     assert len(rows) == 1 and rows[0]["item"] == "Table 1 (a), N = 1,000"
-    assert rows[0]["verdict"].startswith("holds: best, +") and "> seed sd" in rows[0]["verdict"]
+    assert rows[0]["verdict"].startswith("holds: best, +") and "over the best other cell" in rows[0]["verdict"]
+    assert rows[0]["ci"][0] > 0 and rows[0]["resolution"] > 0 and rows[0]["word"] == "holds"
     assert rows[0]["train_minutes"] == pytest.approx(15.0) and "vs 0.0781" in rows[0]["peak_tf"]
     assert findings.verdict_line(f).startswith("holds 1/1 columns (yellow cell best 1)")
 
@@ -112,11 +114,11 @@ def test_claim_rows_carry_ours_and_the_papers_column():
 
 
 def test_the_three_verdict_words():
-    """holds: best or second; no: third or lower by more than the seed spread to the second cell, in a settled
+    """holds: best or second; no: third or lower with the paired interval to the second cell below 0, in a settled
     regime; undecided otherwise, with the reason; one or two seeds on real images decide nothing."""
     far = _grid(peak_tf=4 * TF, noise=0.05)  # the optimum two cells right of the yellow one: yellow is 3rd of 5
     f = findings.findings(far).iloc[0]
-    assert f["rank"] == "no" and f.verdict == "no" and f.reason == "" and f.gap_to_second < -f.spread
+    assert f["rank"] == "no" and f.verdict == "no" and f.reason == "" and f.second_hi < 0
     noisy = findings.findings(_grid(peak_tf=4 * TF, noise=8.0, curvature=-0.3)).iloc[0]
     if noisy["rank"] == "no":
         assert noisy.verdict == "undecided" and "within the noise" in noisy.reason

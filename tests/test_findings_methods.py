@@ -9,51 +9,6 @@ import pytest
 from repro_lib.results import findings as F
 
 
-def _methods(seeds=(0, 1, 2), ours_shift=1.0, noise=0.1):
-    rows = []
-    base = {"sgd": 50.0, "lars": 49.0, "ours": 50.0 + ours_shift}
-    for col in ("vgg11", "vgg13"):
-        for m, v in base.items():
-            for s in seeds:
-                rows.append(dict(paper_dataset="cifar10", model=col, method=m, seed=s, status="finished",
-                                 test_acc=v + noise * (s - 1)))
-    return pd.DataFrame(rows)
-
-
-def test_method_findings_ranks_and_margins():
-    f = F.method_findings(_methods(), ours="ours")
-    assert len(f) == 4  # two columns x two other methods
-    r = f[(f.model == "vgg11") & (f.other == "sgd")].iloc[0]
-    assert r.ranking == "ours > sgd > lars" and r.ours_rank == 1
-    assert r.margin == pytest.approx(1.0) and r.spread == pytest.approx(0.1) and r.decided and r.seeds == 3
-    assert f[f.other == "lars"].margin.tolist() == pytest.approx([2.0, 2.0])
-
-
-def test_method_findings_one_seed_has_no_spread_and_a_margin_inside_the_spread_does_not_decide():
-    one = F.method_findings(_methods(seeds=(0,)), ours="ours")
-    assert one.spread.isna().all() and not one.decided.any()
-    close = F.method_findings(_methods(ours_shift=0.05, noise=1.0), ours="ours")
-    assert not close[close.other == "sgd"].decided.any()
-
-
-def test_method_findings_missing_and_diverged_runs():
-    df = _methods(seeds=(0,))
-    df.loc[df.method == "ours", "status"] = "diverged"
-    df.loc[(df.method == "ours"), "test_acc"] = float("nan")
-    f = F.method_findings(df, ours="ours")
-    assert f.ours_rank.isna().all() and f.margin.isna().all()
-    assert "ours" not in f.ranking.iloc[0]
-    assert "n/a" in F.say_method_findings(f) and "best on 0/2" in F.method_verdict(f)
-
-
-def test_method_texts():
-    f = F.method_findings(_methods(), ours="ours")
-    text = F.say_method_findings(f, names={"ours": "OURS", "sgd": "SGD"}, ours_name="OURS")
-    assert text.count("\n") == 1 and "OURS > SGD > lars" in text and "> seed sd 0.10" in text
-    v = F.method_verdict(f, names={"sgd": "SGD"}, ours_name="OURS")
-    assert v.startswith("cifar10: OURS best on 2/2") and "vs SGD +1.00, 2/2 beyond seed sd" in v
-
-
 def test_paired_gaps():
     hist = pd.DataFrame([dict(label=lab, seed=0, epoch=e, train_acc=a + e, test_acc=a + 2 * e)
                          for lab, a in (("exact", 10.0), ("schedule only", 11.5)) for e in (1, 2, 3)])
@@ -97,25 +52,3 @@ def test_labels_and_minutes():
     assert F.train_minutes(pd.DataFrame({"seconds": [60.0, float("nan"), 120.0]})) == pytest.approx(3.0)
     assert F.train_minutes([{"train_seconds": 90.0}, {"status": "missing"}]) == pytest.approx(1.5)
     assert F.num(float("nan")) == "n/a" and F.num(1.234, "+.1f") == "+1.2" and F.num(None) == "n/a"
-
-
-@pytest.mark.parametrize("diff, noise, rel, expected", [
-    (2.0, 1.0, ">", "holds"), (0.5, 1.0, ">", "same direction, within noise"),
-    (-0.5, 1.0, ">", "not reproduced, within noise"), (-2.0, 1.0, ">", "reversed"),
-    (-2.0, 1.0, "<", "holds"), (0.5, 1.0, "<", "not reproduced, within noise"),
-    (0.5, 1.0, "≈", "holds"), (-1.5, 1.0, "≈", "differs beyond noise"),
-    (0.1, float("nan"), ">", "holds"), (0.1, float("nan"), "≈", "n/a (no noise estimate)"),
-    (float("nan"), 1.0, ">", "n/a"),
-])
-def test_contrast_verdict(diff, noise, rel, expected):
-    assert F.contrast_verdict(diff, noise, rel) == expected
-
-
-def test_contrasts_table_skips_absent_runs_and_rejects_unknown_relations():
-    acc = {"step": 27.0, "texp": 27.5, "texp--": 23.0}
-    c = F.contrasts(acc, [("Fig. 2", "texp", "step", "≈"), ("Fig. 3", "texp--", "texp", "<"),
-                          ("Fig. 4", "exp", "step", ">")], noise=1.0)
-    assert list(c.name) == ["Fig. 2", "Fig. 3"] and list(c.verdict) == ["holds", "holds"]
-    assert c.text.iloc[1] == "holds: -4.50 (noise 1.00)" and c["diff"].iloc[0] == pytest.approx(0.5)
-    with pytest.raises(ValueError, match="relation"):
-        F.contrasts(acc, [("x", "texp", "step", ">=")])

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from repro_lib.results import publish
+from repro_lib.runs import published
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
@@ -18,12 +19,13 @@ def test_readme_results_table_is_generated_from_the_committed_store(monkeypatch)
     monkeypatch.chdir(ROOT)  # links in the table are relative to the repository root
     assert publish.readme_results("README.md") == publish.readme_block("reports"), (
         "README results block is out of date: run `python -m repro_lib summary reports --readme README.md`")
-    assert publish.readme_current("README.md", "reports"), (
-        "README cost table is out of date: run `python -m repro_lib summary reports --readme README.md`")
+    assert published.readme_current("README.md", "reports"), (
+        "README cost table or reports/README.md is out of date: run `python -m repro_lib summary reports --readme "
+        "README.md`")
 
 
 def test_every_published_notebook_has_its_runs_in_the_store():
-    stale = {nb: hashes for nb, hashes in publish.stale_runs(REPORTS).items() if hashes}
+    stale = {nb: hashes for nb, hashes in published.stale_runs(REPORTS).items() if hashes}
     assert not stale, ("published notebooks whose current runs are not in reports/runs (re-run them or remove "
                        f"them): { {k: len(v) for k, v in stale.items()} }")
 
@@ -85,9 +87,9 @@ def test_readme_block_round_trip(tmp_path):
     root = _fake_reports(tmp_path)
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{publish.BEGIN}\nold\n{publish.END}\n\ntail\n")
-    assert publish.main([str(root), "--readme", str(readme), "--check"]) == 1
-    assert publish.main([str(root), "--readme", str(readme)]) == 0
-    assert publish.main([str(root), "--readme", str(readme), "--check"]) == 0
+    assert published.main([str(root), "--readme", str(readme), "--check"]) == 1
+    assert published.main([str(root), "--readme", str(readme)]) == 0
+    assert published.main([str(root), "--readme", str(readme), "--check"]) == 0
     assert readme.read_text().endswith("\n\ntail\n") and "Table 1 (a)" in readme.read_text()
 
 
@@ -106,7 +108,7 @@ def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path
     run_notebook(nb, "smoke", {}, results_dir=reports, progress=False)
     runs = reports / "runs"
     before = {p.name: p.stat().st_mtime_ns for p in runs.glob("*.json")}
-    assert before and publish.stale_runs(reports) == {str(reports / "smoke" / "yun2022_table1.ipynb"): []}
+    assert before and published.stale_runs(reports) == {str(reports / "smoke" / "yun2022_table1.ipynb"): []}
     (reports / "smoke" / "yun2022_table1" / "claims.json").unlink()  # must come back from the store alone
     # a run the notebook shows as missing is not stale; a grid change (here: a bumped RESULTS_VERSION) is
     from repro_lib import config
@@ -114,11 +116,11 @@ def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path
     old = config.RESULTS_VERSION
     try:
         config.RESULTS_VERSION = old + 1
-        stale = publish.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")]
+        stale = published.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")]
         assert len(stale) == len(before)
     finally:
         config.RESULTS_VERSION = old
-    outcomes = publish.rerender(reports, log=lambda *a, **k: None)
+    outcomes = published.rerender(reports, log=lambda *a, **k: None)
     assert [o.status for o in outcomes] == ["ok"]
     assert {p.name: p.stat().st_mtime_ns for p in runs.glob("*.json")} == before  # nothing trained or rewritten
     assert not list((reports / "checkpoints").glob("*"))
@@ -136,11 +138,11 @@ def test_a_published_notebook_rerenders_from_its_store_without_training(tmp_path
     rec = json.loads(odd.read_text())
     rec["config"]["compile"] = not rec["config"]["compile"]
     odd.write_text(json.dumps(rec))
-    assert publish.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")] == [odd.stem]
+    assert published.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")] == [odd.stem]
     rec["config"]["compile"] = not rec["config"]["compile"]
     odd.write_text(json.dumps(rec))
     victim.unlink()  # a run the notebook showed as finished has lost its record: stale
-    assert publish.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")] == [victim.stem]
+    assert published.stale_runs(reports)[str(reports / "smoke" / "yun2022_table1.ipynb")] == [victim.stem]
     rows = publish.summary_rows(reports)
     assert rows and all(r["profile"] == "smoke" and r["data"] == "synthetic images (pipeline check)" for r in rows)
 

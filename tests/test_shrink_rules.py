@@ -1,6 +1,6 @@
 """The shrink rules (``repro_lib.profiles.shrink_rules``): every cpu plan keeps the dynamics the papers' claims
 depend on -- at least 16 steps per epoch (or the paper's count), the paper's η/B for nets with scale-variant
-parameters, the first LR decay after enough relaxation times 1/(2 TF) -- and trains within the 45-minute cap; the
+parameters, the first LR decay after enough relaxation times 1/(2 TF) -- and trains within the 45-minute cap (90 where the notebook says why); the
 relaxation time is the one SGD with coupled L2 actually has, and the cost model agrees with the published runs."""
 import dataclasses
 import json
@@ -39,8 +39,11 @@ def test_every_paper_plan_keeps_the_rules_it_sets(name):
 
 @pytest.mark.parametrize("name", registry.with_plans())
 def test_every_cpu_notebook_trains_within_the_cap(name):
+    """Within 45 minutes on 2 threads, or the registry's longer cap (90) for the notebooks that say why."""
     minutes = profiles.estimate_cpu_minutes(registry.plans(name, "cpu", {}))
-    assert 0 < minutes <= profiles.CPU_CAP_MINUTES, f"{name}: ~{minutes:.0f} min"
+    cap = registry.get(name).cpu_cap
+    assert cap in (profiles.CPU_CAP_MINUTES, registry.LONG_CAP)
+    assert 0 < minutes <= cap, f"{name}: ~{minutes:.0f} min (cap {cap:g})"
 
 
 def test_the_rules_catch_the_shrinks_that_tested_the_shrink():

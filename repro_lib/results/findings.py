@@ -3,28 +3,36 @@
 Every function returns numbers or one short line of text, so that a "What we found" section states no number
 typed by hand.
 
-* Swept paper grids (Yun et al.): ``findings`` (per column: verdict, margin to the best other cell, seed spread,
-  peak tuning factor of a quadratic fit with a bootstrap interval, ``peak_tuning_factor``), ``angular_findings``
-  (Δθ beside Eq. 27), ``say_findings``, ``claim_rows`` (the rows of the README results table), ``verdict_line``.
-* The other notebooks: method comparisons (back-matching: ``method_findings``, ``method_verdict``), paired runs
-  (Li & Arora's exact vs schedule-only constructions: ``paired_gaps``, ``contrasts``), identities checked in exact
-  arithmetic (``identity_verdict``), searches over one value (Yun et al. Sec. 6: ``lead``), detection rates (AdamP
-  Table B.1: ``perfect_at``), ``binomial_sd``, ``train_minutes``.
+* **One way to judge a difference** measured on real images: ``difference`` (a − b over seeds, paired by seed where
+  the runs share initialisation and data order, else Welch, with its 95 % t interval; ``scipy.stats``),
+  ``bootstrap_difference`` (a statistic that is not a mean), ``judge_difference`` (the ">" / "<" / "≈" / "≳" rules:
+  the verdict follows from the interval, an "≈" needs a stated margin), ``interval_fields`` (``ci``, ``resolution``,
+  ``estimate``, ``paper_effect``, ``margin`` of a claim in ``claims.json``), ``resolution_words``.
+* Swept paper grids (Yun et al.): ``findings`` (per column: verdict of "best or second" or "best", the yellow
+  cell's paired interval against the best other cell, the peak tuning factor of a quadratic fit reported where the
+  fit holds within the noise, ``peak_tuning_factor``; our ranking against the paper's), ``angular_findings`` (Δθ
+  beside Eq. 27), ``say_findings``, ``claim_rows`` (the rows of the README results table), ``verdict_line``.
+* Deterministic claims (identities, toys) keep tolerance verdicts: ``judge``, ``identity_verdict``; paired runs
+  (Li & Arora's exact vs schedule-only constructions: ``paired_gaps``), detection rates (AdamP Table B.1:
+  ``perfect_at``), ``lead``, ``binomial_sd``, ``train_minutes``.
 * What the data is called wherever a number appears: ``label_of``, ``dataset_label`` (a stand-in says so).
 
 ::
 
-    f = method_findings(results, ours="scale_amended_sgd")   # one row per (column, other method)
-    method_verdict(f, names=METHOD)                           # "cifar10: OURS best on 1/4 nets, ..."
+    d = difference(acc["cosine"], acc["step"])               # per-seed values of two settings, paired by seed
+    judge_difference(d, ">")                                   # ("holds", "") when the interval lies above 0
     identity_verdict({"Thm 2.9": 3e-15, ...}, tol=1e-9)       # "holds: max rel. error 3e-15 (k identities)"
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
+
+from ..store import MISSING
 
 
 def num(v, spec: str = ".2f", missing: str = "n/a") -> str:
@@ -46,93 +54,6 @@ def yellow_text(r) -> str:
     return f"{r['yellow_mean']:.2f}" + (f" ± {r['yellow_sd']:.2f}" if math.isfinite(r["yellow_sd"]) else "")
 
 
-def method_findings(results: pd.DataFrame, ours: str, value: str = "test_acc", by=("paper_dataset", "model"),
-                    method: str = "method", stat: str = "median") -> pd.DataFrame:
-    """Per column ``by`` of a method comparison (``sweep.run_sweep`` output, one row per (cell, seed)), how the
-    method ``ours`` fares against each other method: one row per (column, other method) with ``ranking`` (the
-    column's methods by ``stat`` of ``value`` over finished seeds, best first, " > "-joined), ``ours_rank``
-    (1 = best; NaN when ``ours`` has no finished run), ``ours_value``, ``other``, ``other_value``, ``margin``
-    (ours − other), ``spread`` (the larger seed sd of the two; NaN with one seed), ``decided``
-    (|margin| > spread), ``seeds`` (least finished seeds of the two) and ``missing`` (runs of the column not in
-    the store, status "missing")."""
-    by = list(by)
-    rows = []
-    for key, g in results.groupby(by, sort=False, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        ok = g[g["status"] == "finished"]
-        st = ok.groupby(method)[value].agg([stat, "std", "count"])
-        vals = st[stat].sort_values(ascending=False)
-        ranks = vals.rank(ascending=False, method="min")
-        base = dict(zip(by, key), ranking=" > ".join(str(m) for m in vals.index),
-                    ours_rank=float(ranks[ours]) if ours in ranks else math.nan,
-                    ours_value=float(vals[ours]) if ours in vals else math.nan,
-                    missing=int((g["status"] == "missing").sum()))
-        for other in dict.fromkeys(g[method]):
-            if other == ours:
-                continue
-            ov = float(vals[other]) if other in vals else math.nan
-            sds = [st.loc[m, "std"] for m in (ours, other) if m in st.index]
-            spread = float(np.nanmax(sds)) if sds and not all(pd.isna(s) for s in sds) else math.nan
-            margin = base["ours_value"] - ov
-            seeds = min(int(st.loc[m, "count"]) if m in st.index else 0 for m in (ours, other))
-            rows.append({**base, "other": other, "other_value": ov, "margin": margin, "spread": spread,
-                         "decided": bool(math.isfinite(spread) and math.isfinite(margin) and abs(margin) > spread),
-                         "seeds": seeds})
-    return pd.DataFrame(rows)
-
-
-def _margin_text(m: float, spread: float) -> str:
-    if not math.isfinite(m):
-        return "n/a"
-    if not math.isfinite(spread):
-        return f"{m:+.2f}"
-    return f"{m:+.2f} ({'>' if abs(m) > spread else 'within'} seed sd {spread:.2f})"
-
-
-def say_method_findings(f: pd.DataFrame, names: Mapping[str, str] | None = None, by=("paper_dataset", "model"),
-                        ours_name: str = "ours") -> str:
-    """:func:`method_findings` in words (Markdown), one line per column: the ranking and the margin of ``ours``
-    over every other method (``names`` renames methods)."""
-    names = dict(names or {})
-    nm = lambda m: names.get(m, m)  # noqa: E731
-    lines = []
-    for key, g in f.groupby(list(by), sort=False):
-        key = key if isinstance(key, tuple) else (key,)
-        r0 = g.iloc[0]
-        ranking = " > ".join(nm(m) for m in r0["ranking"].split(" > ")) if r0["ranking"] else "no finished run"
-        margins = "; ".join(f"− {nm(r.other)} {_margin_text(r.margin, r.spread)}" for r in g.itertuples())
-        seeds = int(g["seeds"].min())
-        spread = "" if g["spread"].notna().any() else ": no spread to compare with"
-        miss = f", {int(r0['missing'])} runs missing" if r0["missing"] else ""
-        lines.append(f"- **{', '.join(str(k) for k in key)}** ({seeds} seed{'s' if seeds != 1 else ''}{spread}{miss}): "
-                     f"{ranking}; {ours_name} {margins}.")
-    return "\n".join(lines)
-
-
-def method_verdict(f: pd.DataFrame, by=("paper_dataset", "model"), names: Mapping[str, str] | None = None,
-                   ours_name: str = "ours") -> str:
-    """One line over :func:`method_findings`: per value of ``by[0]`` (e.g. the dataset), on how many columns
-    ``ours`` ranks first and its mean margin over each other method (with how many of those margins exceed the
-    seed spread)."""
-    names = dict(names or {})
-    parts = []
-    for gval, g in f.groupby(by[0], sort=False):
-        cols = g.drop_duplicates(list(by))
-        n_best = int((cols["ours_rank"] == 1).sum())
-        marg = []
-        for other, h in g.groupby("other", sort=False):
-            m = h["margin"].dropna()
-            if not len(m):
-                marg.append(f"vs {names.get(other, other)} n/a")
-                continue
-            dec = f", {int(h['decided'].sum())}/{len(m)} beyond seed sd" if h["spread"].notna().any() else ""
-            marg.append(f"vs {names.get(other, other)} {m.mean():+.2f}{dec}")
-        seeds = int(g["seeds"].min())
-        parts.append(f"{gval}: {ours_name} best on {n_best}/{len(cols)}, mean margin {', '.join(marg)} "
-                     f"({seeds} seed{'s' if seeds != 1 else ''})")
-    return "; ".join(parts) if parts else "n/a (no finished runs)"
-
-
 # ------------------------------------------------------------------------------------------- the verdict words
 #: the three words every published verdict starts with: the claim *holds*, does *not* (the opposite, beyond the
 #: noise, in a settled regime), or the runs cannot decide (*undecided*, with the reason)
@@ -143,7 +64,9 @@ MIN_SEEDS = 3
 
 def judge(holds: bool | None, beyond_noise: bool, seeds: int = MIN_SEEDS, real_data: bool = False,
           settled: bool | None = True, tolerant: bool = False) -> tuple[str, str]:
-    """The verdict word of :data:`VERDICTS` and its reason ("" for a plain *holds* / *no*), from what was measured.
+    """The verdict word of :data:`VERDICTS` and its reason ("" for a plain *holds* / *no*), for a claim judged by a
+    tolerance rather than an interval: a deterministic identity or toy, a count. A difference measured on real images
+    is judged by :func:`judge_difference` on its interval instead.
 
     ``holds``: whether the measurement points the way the claim says (None: nothing finished, *undecided*);
     ``beyond_noise``: whether it does so by more than its noise (the seed spread, or the binomial noise of one
@@ -178,6 +101,195 @@ def verdict_words(word: str, reason: str = "", detail: str = "") -> str:
         raise ValueError(f"verdict: {word!r} is not one of {VERDICTS}")
     head = word + (f" ({reason})" if reason else "")
     return head + (f": {detail}" if detail else "")
+
+
+# ------------------------------------------------------------------------------------------- intervals
+#: the confidence level of every published interval
+LEVEL = 0.95
+#: what each relation claims: a > b, a < b, a ≈ b (within a margin m), a ≳ b (a is not worse than b by more than m:
+#: non-inferiority)
+RELATIONS = (">", "<", "≈", "≳")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The difference a − b between two settings over seeds, with its :data:`LEVEL` interval.
+
+    ``diff``: the point estimate (paired: the mean of the per-seed differences; unpaired: the difference of the
+    means); ``lo``, ``hi``: the interval (NaN where it cannot be computed: fewer than two seeds); ``n``: the seed pairs
+    (paired) or the fewer seeds of the two (unpaired); ``method``: how the interval was made ("paired t",
+    "Welch t", "bootstrap", …)."""
+
+    diff: float
+    lo: float
+    hi: float
+    n: int
+    paired: bool
+    method: str
+
+    @property
+    def resolution(self) -> float:
+        """The interval's half-width: the smallest difference these runs can tell from zero (NaN without one)."""
+        return (self.hi - self.lo) / 2 if math.isfinite(self.lo) and math.isfinite(self.hi) else math.nan
+
+    @property
+    def has_interval(self) -> bool:
+        return math.isfinite(self.lo) and math.isfinite(self.hi)
+
+    def text(self, spec: str = "+.2f") -> str:
+        """"+1.20 [−0.30, +2.70]" (the point estimate alone without an interval)."""
+        if not math.isfinite(self.diff):
+            return "n/a"
+        if not self.has_interval:
+            return format(self.diff, spec)
+        return f"{self.diff:{spec}} [{self.lo:{spec}}, {self.hi:{spec}}]"
+
+    def how(self) -> str:
+        """"paired by seed, 5 seeds" / "unpaired (Welch), 3 and 3 seeds" in words."""
+        if not self.has_interval:
+            return f"{self.n} seed{'s' if self.n != 1 else ''}: no interval"
+        return f"{self.method}, {self.n} seed{'s' if self.n != 1 else ''}"
+
+
+NO_DIFFERENCE = Difference(math.nan, math.nan, math.nan, 0, True, "none")
+
+
+def _per_seed(values) -> pd.Series:
+    """A Series of finite values indexed by seed (a Mapping or Series ``{seed: value}``; NaN entries dropped)."""
+    s = pd.Series(values, dtype=float) if not isinstance(values, pd.Series) else values.astype(float)
+    return s[np.isfinite(s.to_numpy())]
+
+
+def difference(a, b, paired: bool = True, level: float = LEVEL) -> Difference:
+    """a − b with its ``level`` interval, from per-seed values of two settings (``{seed: value}`` or Series indexed
+    by seed).
+
+    ``paired=True`` (the runs of the two settings share each seed's initialisation and data order, as across the
+    hyperparameters of one grid): the t interval of the per-seed differences over the seeds both have, n − 1 degrees
+    of freedom (``scipy.stats.ttest_rel``). ``paired=False``: Welch's interval of the difference of the means
+    (``scipy.stats.ttest_ind(equal_var=False)``). Fewer than two seeds (pairs) give the point estimate and a NaN
+    interval; identical differences at every seed give a zero-width interval."""
+    from scipy import stats
+
+    a, b = _per_seed(a), _per_seed(b)
+    if paired:
+        common = sorted(set(a.index) & set(b.index))
+        if not common:
+            return NO_DIFFERENCE
+        x, y = a.loc[common].to_numpy(), b.loc[common].to_numpy()
+        d = x - y
+        n, mean = len(d), float(d.mean())
+        if n < 2:
+            return Difference(mean, math.nan, math.nan, n, True, "paired t")
+        if np.allclose(d, d[0], rtol=0, atol=1e-12):
+            return Difference(mean, mean, mean, n, True, "paired t")
+        ci = stats.ttest_rel(x, y).confidence_interval(level)
+        return Difference(mean, float(ci.low), float(ci.high), n, True, "paired t")
+    if not len(a) or not len(b):
+        return Difference(math.nan, math.nan, math.nan, 0, False, "Welch t")
+    mean = float(a.mean() - b.mean())
+    n = min(len(a), len(b))
+    if n < 2:
+        return Difference(mean, math.nan, math.nan, n, False, "Welch t")
+    if a.std() == 0 and b.std() == 0:
+        return Difference(mean, mean, mean, n, False, "Welch t")
+    ci = stats.ttest_ind(a.to_numpy(), b.to_numpy(), equal_var=False).confidence_interval(level)
+    return Difference(mean, float(ci.low), float(ci.high), n, False, "Welch t")
+
+
+def bootstrap_difference(statistic, samples: pd.DataFrame, level: float = LEVEL, n_resamples: int = 2000,
+                         rng: int = 0) -> Difference:
+    """The interval of a statistic that is not a mean, by a percentile bootstrap over seeds
+    (``scipy.stats.bootstrap``): ``samples`` has one row per seed (the columns a setting's values at that seed),
+    ``statistic(frame)`` maps a resample of those rows (seeds drawn with replacement; a seed's values stay together)
+    to one number. Fewer than two seeds: the point estimate and a NaN interval."""
+    from scipy import stats
+
+    samples = samples.dropna()
+    point = float(statistic(samples)) if len(samples) else math.nan
+    if len(samples) < 2:
+        return Difference(point, math.nan, math.nan, len(samples), True, "bootstrap over seeds")
+    idx = np.arange(len(samples))
+    res = stats.bootstrap((idx,), lambda i: float(statistic(samples.iloc[np.asarray(i, dtype=int)])),
+                          vectorized=False, confidence_level=level, n_resamples=n_resamples, method="percentile",
+                          rng=np.random.default_rng(rng))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return Difference(point, lo, hi, len(samples), True, "bootstrap over seeds")
+
+
+def judge_difference(d: Difference, relation: str, margin: float | None = None, settled: bool | None = True,
+                     real_data: bool = True, unsettled: str = "before the regime settled") -> tuple[str, str]:
+    """The verdict word of :data:`VERDICTS` and its reason for the claim "a <relation> b" from d = a − b and its
+    interval (:func:`difference`).
+
+    * ">" (and "<", mirrored): *holds* when the interval excludes 0 on the claimed side; *no* when it excludes 0 on
+      the other side in a settled regime (``settled`` False: *undecided*, "against the claim, <unsettled>");
+      otherwise *undecided*: "within the noise", saying whether the point estimate leans the claimed way.
+    * "≳" (non-inferiority, a is not worse than b by more than ``margin`` m): *holds* when the interval lies above
+      −m, *no* when it lies below −m (settled regime), *undecided* otherwise.
+    * "≈": needs ``margin`` m > 0, the equivalence margin stated with the claim: *holds* when the whole interval lies
+      in [−m, m]; *no* when it lies outside it (settled regime); otherwise *undecided* ("too noisy to show
+      equivalence: interval ±x, margin m", or "the interval straddles the margin m").
+    * Real images with fewer than :data:`MIN_SEEDS` seeds, or no interval at all: *undecided*, saying so."""
+    if relation not in RELATIONS:
+        raise ValueError(f"relation: {relation!r} is not one of {RELATIONS}")
+    if relation in ("≈", "≳") and not (margin is not None and math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin: an {relation!r} claim needs a margin > 0, got {margin!r}")
+    if not math.isfinite(d.diff):
+        return "undecided", "no finished run"
+    if real_data and d.n < MIN_SEEDS:
+        return "undecided", f"{d.n} seed{'s' if d.n != 1 else ''} on real images, {MIN_SEEDS} needed"
+    if not d.has_interval:
+        return "undecided", "one seed: no interval"
+    if relation == "≳":
+        if d.lo > -margin:
+            return "holds", ""
+        if d.hi < -margin:
+            return ("no", "") if settled is not False else ("undecided", f"beyond the margin, {unsettled}")
+        return "undecided", f"the interval reaches below −{margin:g}: within the noise of the margin"
+    if relation == "≈":
+        if -margin <= d.lo and d.hi <= margin:
+            return "holds", ""
+        if d.lo > margin or d.hi < -margin:
+            return ("no", "") if settled is not False else ("undecided", f"outside the margin, {unsettled}")
+        if d.resolution > margin:
+            return "undecided", f"too noisy to show equivalence: interval ±{d.resolution:.2f}, margin {margin:g}"
+        return "undecided", f"the interval straddles the margin {margin:g}"
+    sign = 1 if relation == ">" else -1
+    lo, hi = sorted((sign * d.lo, sign * d.hi))
+    if lo > 0:
+        return "holds", ""
+    if hi < 0:
+        return ("no", "") if settled is not False else ("undecided", f"against the claim, {unsettled}")
+    lean = sign * d.diff
+    return "undecided", ("within the noise, leaning the claimed way" if lean > 0 else
+                         "within the noise, leaning against the claim" if lean < 0 else "within the noise")
+
+
+def interval_fields(d: Difference, paper_effect: float | None = None, margin: float | None = None) -> dict:
+    """The fields every real-data claim of ``claims.json`` carries: ``ci`` ([lo, hi], the interval of the tested
+    difference in the claim's units; [None, None] without one), ``resolution`` (its half-width), ``estimate`` (the
+    point estimate of the difference), and where given
+    ``paper_effect`` (the paper's own difference) and ``margin`` (an "≈" claim's equivalence margin)."""
+    fin = lambda v: float(v) if v is not None and math.isfinite(v) else None  # noqa: E731
+    out = {"ci": [fin(d.lo), fin(d.hi)], "resolution": fin(d.resolution), "estimate": fin(d.diff)}
+    if paper_effect is not None:
+        out["paper_effect"] = fin(paper_effect)
+    if margin is not None:
+        out["margin"] = fin(margin)
+    return out
+
+
+def resolution_words(d: Difference, paper_effect: float | None, units: str = "points", spec: str = "+.2f",
+                     what: str = "these runs") -> str:
+    """A sentence on whether ``d``'s interval can resolve the paper's own effect: "the paper's +0.11 is below what
+    these runs can resolve (±1.70 points)" or "… is within what these runs resolve (±0.40 points)"; "" without an
+    interval or a paper effect."""
+    if paper_effect is None or not math.isfinite(paper_effect) or not d.has_interval:
+        return ""
+    below = abs(paper_effect) < d.resolution
+    return (f"the paper's {paper_effect:{spec}} is {'below' if below else 'within'} what {what} can resolve "
+            f"(±{d.resolution:.2f} {units})")
 
 
 # ------------------------------------------------------------------------------------------- paired runs
@@ -270,52 +382,6 @@ def train_minutes(results: pd.DataFrame | Iterable[dict], column: str = "seconds
 
 
 # ------------------------------------------------------------------------------------------- contrasts
-#: what each relation of :func:`contrasts` claims: a > b, a < b, a ≈ b
-RELATIONS = (">", "<", "≈")
-
-
-def contrast_verdict(diff: float, noise: float, relation: str) -> str:
-    """The verdict on the claim "a <relation> b" from d = a − b and the noise of d (≥ 0; NaN: no estimate):
-    ">": "holds" when d > noise, "same direction, within noise" when 0 < d ≤ noise, "not reproduced, within
-    noise" when −noise < d ≤ 0, "reversed" when d ≤ −noise ("<" mirrors it); "≈": "holds" when |d| ≤ noise, else
-    "differs beyond noise". Without a noise estimate only the direction is judged ("holds"/"reversed", "≈": n/a)."""
-    if relation not in RELATIONS:
-        raise ValueError(f"relation: {relation!r} is not one of {RELATIONS}")
-    if not math.isfinite(diff):
-        return "n/a"
-    has_noise = noise is not None and math.isfinite(noise)
-    if relation == "≈":
-        if not has_noise:
-            return "n/a (no noise estimate)"
-        return "holds" if abs(diff) <= noise else "differs beyond noise"
-    d = diff if relation == ">" else -diff
-    if not has_noise:
-        return "holds" if d > 0 else "reversed"
-    if d > noise:
-        return "holds"
-    if d > 0:
-        return "same direction, within noise"
-    return "not reproduced, within noise" if d > -noise else "reversed"
-
-
-def contrasts(values: Mapping | pd.Series, specs, noise: float = math.nan, spec: str = "+.2f") -> pd.DataFrame:
-    """Claims of the form "a is better than / worse than / as good as b", judged from ``values`` (e.g. the final
-    test accuracy per run label). ``specs``: ``(name, a, b, relation)`` tuples, relation one of ``RELATIONS``;
-    ``noise``: the noise of a difference (e.g. √2 × the binomial sd of one evaluation, or the seed spread). One row
-    per spec whose runs both exist: name, a, b, value_a, value_b, diff (a − b), noise, verdict
-    (:func:`contrast_verdict`) and text ("holds: +1.20 (noise 0.90)")."""
-    values = pd.Series(values, dtype=float)
-    rows = []
-    for name, a, b, rel in specs:
-        if a not in values.index or b not in values.index:
-            continue
-        d = float(values[a] - values[b])
-        v = contrast_verdict(d, noise, rel)
-        nz = f" (noise {noise:.2f})" if noise is not None and math.isfinite(noise) else ""
-        rows.append(dict(name=name, a=a, b=b, relation=rel, value_a=float(values[a]), value_b=float(values[b]),
-                         diff=d, noise=noise, verdict=v, text=f"{v}: {num(d, spec)}{nz}"))
-    return pd.DataFrame(rows, columns=["name", "a", "b", "relation", "value_a", "value_b", "diff", "noise",
-                                       "verdict", "text"])
 
 
 # ------------------------------------------------------------------------------------------- swept grids
@@ -349,26 +415,45 @@ def dataset_label(results_or_cfgs) -> str:
     return ", ".join(labels)
 
 
-def peak_tuning_factor(tf, acc, seeds=None, n_boot: int = 2000, level: float = 0.95, rng: int = 0) -> dict:
-    """The tuning factor at the peak of a quadratic fitted (least squares) to accuracy against log(tuning factor),
-    with a bootstrap interval over seeds.
+#: a quadratic whose lack of fit to the cell means has a p-value below this is not reported as a peak
+FIT_P_MIN = 0.05
 
-    ``tf``, ``acc``: one entry per run (seeds are separate points); ``seeds``: each run's seed. The bootstrap draws
-    seeds with replacement and refits on all the runs of the drawn seeds (a seed's runs stay together: at small N
-    a seed also draws the training subset). Returns ``peak`` (NaN when the fitted parabola opens upwards -- no
-    interior maximum -- or its vertex lies outside the measured range, where a quadratic says nothing), ``lo``,
-    ``hi`` (percentile interval of the resampled peaks; a resample without an interior maximum in range counts as
-    the end of the range with the higher accuracy), ``n_boot`` and ``inside`` (share of resamples with an interior peak). No paper
-    reports this number: it turns "the yellow cell is best or second" into a measured optimum."""
+
+def peak_tuning_factor(tf, acc, seeds=None, n_boot: int = 2000, level: float = LEVEL, rng: int = 0) -> dict:
+    """The tuning factor at the peak of a quadratic fitted (least squares) to accuracy against log(tuning factor),
+    with a bootstrap interval over seeds, reported only where the quadratic fits the cells within their noise.
+
+    ``tf``, ``acc``: one entry per run (seeds are separate points); ``seeds``: each run's seed. **Model error
+    first**: with replicates at each tuning factor, the lack-of-fit F test compares the cell means' scatter about
+    the parabola with the seeds' scatter within the cells (``fit_p``: its p-value, ``scipy.stats.f``); below
+    :data:`FIT_P_MIN` the quadratic misses the cells by more than the noise, an interval over seeds would ignore
+    that error, and ``peak`` is NaN. Otherwise the bootstrap draws seeds with replacement and refits on all the runs
+    of the drawn seeds (a seed's runs stay together: at small N a seed also draws the training subset). Returns
+    ``peak`` (NaN also when the fitted parabola opens upwards -- no interior maximum -- or its vertex lies outside the
+    measured range, where a quadratic says nothing), ``lo``, ``hi`` (percentile interval of the resampled peaks; a
+    resample without an interior maximum in range counts as the end of the range with the higher accuracy),
+    ``n_boot``, ``inside`` (share of resamples with an interior peak) and ``fit_p`` (NaN without replicates). No
+    paper reports this number: it turns "the yellow cell is best or second" into a measured optimum."""
+    from scipy import stats
+
     x = np.log(np.asarray(tf, dtype=float))
     y = np.asarray(acc, dtype=float)
     ok = np.isfinite(x) & np.isfinite(y)
     x, y = x[ok], y[ok]
     seeds = np.zeros(len(ok), dtype=int)[ok] if seeds is None else np.asarray(seeds)[ok]
-    nan = {"peak": math.nan, "lo": math.nan, "hi": math.nan, "n_boot": 0, "inside": math.nan}
-    if len(np.unique(x)) < 3:
+    nan = {"peak": math.nan, "lo": math.nan, "hi": math.nan, "n_boot": 0, "inside": math.nan, "fit_p": math.nan}
+    levels = np.unique(x)
+    if len(levels) < 3:
         return nan
     lo_x, hi_x = x.min(), x.max()
+    coef = np.polyfit(x, y, 2)
+    fit_p = math.nan
+    df_lof, df_pe = len(levels) - 3, len(x) - len(levels)
+    if df_lof > 0 and df_pe > 0:
+        cell_mean = {v: y[x == v].mean() for v in levels}
+        ss_pe = float(sum(((y[x == v] - cell_mean[v]) ** 2).sum() for v in levels))
+        ss_lof = float(sum((x == v).sum() * (cell_mean[v] - np.polyval(coef, v)) ** 2 for v in levels))
+        fit_p = float(stats.f.sf((ss_lof / df_lof) / (ss_pe / df_pe), df_lof, df_pe)) if ss_pe > 0 else 0.0
 
     def vertex(xs, ys):
         if len(np.unique(xs)) < 3:
@@ -379,8 +464,10 @@ def peak_tuning_factor(tf, acc, seeds=None, n_boot: int = 2000, level: float = 0
         v = -c1 / (2 * c2)
         return float(np.clip(v, lo_x, hi_x)), bool(lo_x <= v <= hi_x)
 
+    if math.isfinite(fit_p) and fit_p < FIT_P_MIN:
+        return {**nan, "fit_p": fit_p}
     v, inside = vertex(x, y)
-    out = {"peak": math.exp(v) if inside else math.nan}
+    out = {"peak": math.exp(v) if inside else math.nan, "fit_p": fit_p}
     uniq = np.unique(seeds)
     gen = np.random.default_rng(rng)
     peaks, ins = [], []
@@ -468,28 +555,39 @@ def _larger_sd(*sds) -> float:
     return max(known) if known else math.nan
 
 
+#: the grid claims :func:`findings` judges: the paper's "the yellow cell is best or second best" (Yun et al. Tables
+#: 1-11), and "the yellow value is the best one searched" (Sec. 3.2)
+GRID_CLAIMS = ("best or second", "best")
+
+
 def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yellow_tf: float | None = None,
-             group: str = "subtable", real_data: bool | None = None) -> pd.DataFrame:
+             group: str = "subtable", real_data: bool | None = None, claim: str = "best or second",
+             missing_status: str = MISSING) -> pd.DataFrame:
     """Per column of a swept grid (one row per (``group``, ``col``)), what the paper's claim needs, computed from the
-    runs (``sweep.run_sweep`` output with one row per (cell, seed)):
+    runs (``sweep.run_sweep`` output with one row per (cell, seed); cells of one grid share each seed's
+    initialisation and data order, so differences between cells are paired by seed):
 
     ``cells``, ``seeds`` (finished runs per cell, least over the cells with any), ``diverged`` (runs of the column
     left out as diverged, collapsed ones included), ``rank`` (best / second / no: the rank of the yellow cell's
     mean among the column's means, the paper's reading), ``yellow_mean`` ± ``yellow_sd`` (over seeds),
     ``best_other`` (the best non-yellow cell's mean) and its ``best_other_tf``, ``margin`` (yellow − best other:
-    > 0 means the yellow cell is best), ``gap_to_second`` (yellow − the column's second-best mean; < 0 when the
-    yellow cell is neither best nor second) against ``spread_to_second`` (the larger seed sd of those two cells),
-    ``runner_up_margin`` (best − second best of the column), ``spread``
-    (the largest seed sd among the yellow and best-other cells) and ``decided`` (|margin| > spread),
-    ``peak_tf`` [``peak_lo``, ``peak_hi``] (:func:`peak_tuning_factor`) and ``peak_vs_yellow`` (peak / yellow
-    tuning factor), ``missing`` (runs not in the store), the regime check of the yellow cells (:func:`regime`:
-    ``settled``, ``regime_drift``, ``regime_window``), and the verdict (:func:`judge`): ``verdict`` *holds* when
-    the yellow cell is best or second, *no* when it is neither by more than the seed spread of it and the
-    column's second cell, in a settled regime, else *undecided*, with ``reason``. ``real_data`` (default: from the
-    configs) makes a yellow cell run with fewer than :data:`MIN_SEEDS` seeds (``yellow_seeds``: finished or
-    diverged, a diverged seed being a result too) *undecided*."""
-    from ..runs.sweep import MISSING
+    > 0 means the yellow cell is best) with its paired 95 % interval ``ci_lo``, ``ci_hi`` and ``resolution`` (the
+    interval's half-width, :func:`difference`), ``gap_to_second`` (yellow − the column's second-best mean) with
+    ``second_lo``, ``second_hi``, ``runner_up_margin`` (best − second best of the column), ``spread`` (the larger seed
+    sd of the yellow and best-other cells), ``peak_tf`` [``peak_lo``, ``peak_hi``] and ``fit_p``
+    (:func:`peak_tuning_factor`), ``peak_vs_yellow`` (peak / yellow tuning factor), ``paper_effect`` (the paper's
+    own yellow − best other cell of the column, where the plan carries ``paper_accuracy``), ``missing`` (runs not in
+    the store), the regime check of the yellow cells (:func:`regime`: ``settled``, ``regime_drift``,
+    ``regime_window``), and the verdict.
 
+    ``claim`` "best or second" (:data:`GRID_CLAIMS`): *holds* when the yellow cell ranks best or second (the paper's
+    own reading, with the interval beside it); *no* when it ranks lower and the interval of (yellow − second cell)
+    lies below 0 in a settled regime; else *undecided*. ``claim`` "best": the ">" rule of :func:`judge_difference`
+    on (yellow − best other cell). ``real_data`` (default: from the configs) makes a yellow cell run with fewer than
+    :data:`MIN_SEEDS` seeds (``yellow_seeds``: finished or diverged, a diverged seed being a result too)
+    *undecided*."""
+    if claim not in GRID_CLAIMS:
+        raise ValueError(f"claim: {claim!r} is not one of {GRID_CLAIMS}")
     if real_data is None:
         real_data = _real_data(results)
     rows = []
@@ -499,6 +597,8 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
         ok = g[g["status"] == "finished"]
         cells = g.groupby("tuning_factor", sort=True)
         stats = ok.groupby("tuning_factor")[value].agg(["mean", "std", "count"]).reindex(sorted(g.tuning_factor.unique()))
+        per_seed = (ok.pivot_table(index="seed", columns="tuning_factor", values=value, aggfunc="mean")
+                    if "seed" in ok and len(ok) else pd.DataFrame())
         yellow_rows = g[g["yellow"]] if "yellow" in g else g.iloc[:0]
         ytf = (float(yellow_rows.tuning_factor.iloc[0]) if len(yellow_rows)
                else (yellow_tf if yellow_tf is not None else math.nan))
@@ -508,9 +608,10 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
         row.update(cells=cells.ngroups, seeds=int(held.min()) if len(held) else 0,
                    seeds_max=int(held.max()) if len(held) else 0,
                    diverged=int((g["status"] == "diverged").sum()),
-                   missing=int((g["status"] == MISSING).sum()), yellow_tf=ytf)
+                   missing=int((g["status"] == missing_status).sum()), yellow_tf=ytf,
+                   paper_effect=_paper_effect(g))
         means = stats["mean"].dropna()
-        spread2 = math.nan
+        d_best = d_second = NO_DIFFERENCE
         if ytf in means.index and len(means) > 1:
             ranks = means.rank(ascending=False, method="min")
             r = ranks[ytf]
@@ -518,41 +619,114 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
             top2 = means.sort_values(ascending=False)
             ysd = stats.loc[ytf, "std"]
             bo_tf = float(others.idxmax())
-            spread = _larger_sd(ysd, stats.loc[bo_tf, "std"])  # one seed: no spread
-            margin = float(means[ytf] - others.max())
-            second_tf = float(top2.index[1])
-            gap2 = float(means[ytf] - top2.iloc[1])
-            spread2 = _larger_sd(ysd, stats.loc[second_tf, "std"])
+            second_tf = float(top2.index[1])  # the column's second-best cell (the yellow one where it is second)
+            column = lambda tf: per_seed[tf] if tf in per_seed else pd.Series(dtype=float)  # noqa: E731
+            d_best = difference(column(ytf), column(bo_tf))
+            d_second = difference(column(ytf), column(float(top2.index[1])))
             row.update(rank="best" if r == 1 else "second" if r == 2 else "no", yellow_mean=float(means[ytf]),
-                       yellow_sd=float(ysd), best_other=float(others.max()), best_other_tf=bo_tf, margin=margin,
-                       gap_to_second=gap2, spread_to_second=spread2, runner_up_margin=float(top2.iloc[0] - top2.iloc[1]), spread=spread,
-                       decided=bool(math.isfinite(spread) and abs(margin) > spread),
-                       _beyond=bool(math.isfinite(spread2) and abs(gap2) > spread2))
+                       yellow_sd=float(ysd), best_other=float(others.max()), best_other_tf=bo_tf,
+                       margin=float(means[ytf] - others.max()), gap_to_second=float(means[ytf] - top2.iloc[1]),
+                       second_tf=second_tf, runner_up_margin=float(top2.iloc[0] - top2.iloc[1]),
+                       spread=_larger_sd(ysd, stats.loc[bo_tf, "std"]))
         else:
             row.update(rank="n/a", yellow_mean=math.nan, yellow_sd=math.nan, best_other=math.nan,
-                       best_other_tf=math.nan, margin=math.nan, gap_to_second=math.nan, spread_to_second=math.nan,
-                       runner_up_margin=math.nan,
-                       spread=math.nan, decided=False, _beyond=False)
+                       best_other_tf=math.nan, margin=math.nan, gap_to_second=math.nan, second_tf=math.nan,
+                       runner_up_margin=math.nan, spread=math.nan)
+        row.update(ci_lo=d_best.lo, ci_hi=d_best.hi, resolution=d_best.resolution, pairs=d_best.n,
+                   second_lo=d_second.lo, second_hi=d_second.hi)
+        row.update(_pattern(g, means))
         reg = regime(yellow_rows["history"]) if "history" in yellow_rows else regime([])
         row.update(settled=reg["settled"], regime_drift=reg["drift"], regime_window=reg["window"])
-        holds = None if row["rank"] == "n/a" else row["rank"] in ("best", "second")
         row["yellow_seeds"] = (int(yellow_rows["status"].isin(["finished", "diverged"]).sum())
                                if "status" in yellow_rows else len(yellow_rows))
-        word, reason = judge(holds, row.pop("_beyond"), seeds=row["yellow_seeds"], real_data=real_data,
-                             settled=reg["settled"], tolerant=True)
-        if holds is None and row["missing"]:
-            reason = f"{row['missing']} runs missing"
-        elif holds is None and row["diverged"]:
-            reason = "the yellow cell's runs all diverged"
-        elif word == "undecided" and not reason.startswith(("1 seed", "2 seeds", "0 seeds")) and not math.isfinite(
-                spread2 if holds is not None else math.nan) and not holds:
-            reason = "one seed: no spread to judge the gap against"
+        row["claim"] = claim
+        word, reason = _grid_verdict(row, d_best, d_second, claim, real_data, reg["settled"])
         row.update(verdict=word, reason=reason)
         pk = peak_tuning_factor(ok.tuning_factor, ok[value], ok.seed if "seed" in ok else None)
-        row.update(peak_tf=pk["peak"], peak_lo=pk["lo"], peak_hi=pk["hi"],
+        row.update(peak_tf=pk["peak"], peak_lo=pk["lo"], peak_hi=pk["hi"], fit_p=pk["fit_p"],
                    peak_vs_yellow=pk["peak"] / ytf if ytf and math.isfinite(ytf) else math.nan)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _grid_verdict(row: dict, d_best: Difference, d_second: Difference, claim: str, real_data: bool,
+                  settled: bool | None) -> tuple[str, str]:
+    """(word, reason) of one :func:`findings` column (see there)."""
+    unsettled = "before the angular update settled"
+    if row["rank"] == "n/a":
+        if row["missing"]:
+            return "undecided", f"{row['missing']} runs missing"
+        if row["diverged"]:
+            return "undecided", "the yellow cell's runs all diverged"
+        return "undecided", "no finished run"
+    if real_data and row["yellow_seeds"] < MIN_SEEDS:
+        s = row["yellow_seeds"]
+        return "undecided", f"{s} seed{'s' if s != 1 else ''} on real images, {MIN_SEEDS} needed"
+    if claim == "best":
+        if not d_best.has_interval:
+            return "undecided", "one seed: no interval"
+        return judge_difference(d_best, ">", settled=settled, real_data=real_data, unsettled=unsettled)
+    if row["rank"] in ("best", "second"):
+        return "holds", ""
+    if not d_second.has_interval:
+        return "undecided", "one seed: no interval"
+    word, reason = judge_difference(d_second, ">", settled=settled, real_data=real_data, unsettled=unsettled)
+    return word, reason
+
+
+def _pattern(column: pd.DataFrame, means: pd.Series) -> dict:
+    """Our ranking of one column's cells against the paper's, over the cells we ran (``means``: our mean per
+    tuning factor): ``best_tf`` / ``paper_best_tf`` (the best cell's tuning factor, ours and the paper's),
+    ``second_tf`` of ours is in the findings row already, ``paper_second_tf``, and ``rank_corr`` (Spearman's ρ of
+    the two rankings, ``scipy.stats.spearmanr``; NaN with fewer than 3 cells or without the paper's accuracies)."""
+    from scipy import stats
+
+    out = {"best_tf": float(means.idxmax()) if len(means) else math.nan, "paper_best_tf": math.nan,
+           "paper_second_tf": math.nan, "rank_corr": math.nan}
+    if "paper_accuracy" not in column:
+        return out
+    paper = pd.to_numeric(column.groupby("tuning_factor")["paper_accuracy"].first(), errors="coerce")
+    paper = paper.reindex(means.index).dropna()
+    if len(paper):
+        top = paper.sort_values(ascending=False)
+        out["paper_best_tf"] = float(top.index[0])
+        out["paper_second_tf"] = float(top.index[1]) if len(top) > 1 else math.nan
+    if len(paper) >= 3:
+        rho = stats.spearmanr(means.reindex(paper.index).to_numpy(), paper.to_numpy()).statistic
+        out["rank_corr"] = float(rho) if np.isfinite(rho) else math.nan
+    return out
+
+
+def pattern_text(r) -> str:
+    """Our ranking of a column beside the paper's, in words, from a :func:`findings` row: "the same best cell as
+    the paper (tuning factor 0.078) and the same second; rank correlation over the 5 cells ρ = 0.90" ("" without the
+    paper's accuracies)."""
+    if not math.isfinite(r.get("paper_best_tf", math.nan)):
+        return ""
+    same_best = math.isclose(r["best_tf"], r["paper_best_tf"], rel_tol=1e-6)
+    ours_second = r["second_tf"]
+    same_second = (math.isfinite(r.get("paper_second_tf", math.nan)) and math.isfinite(ours_second)
+                   and math.isclose(ours_second, r["paper_second_tf"], rel_tol=1e-6))
+    text = ((f"the same best cell as the paper (tuning factor {r['best_tf']:.3g})" if same_best else
+             f"our best cell is at tuning factor {r['best_tf']:.3g}, the paper's at {r['paper_best_tf']:.3g}")
+            + (", and the same second" if same_best and same_second else ", the same second" if same_second else ""))
+    if math.isfinite(r.get("rank_corr", math.nan)):
+        text += f"; rank correlation with the paper's cells ρ = {r['rank_corr']:.2f} over the {int(r['cells'])} cells"
+    return text
+
+
+def _paper_effect(column: pd.DataFrame) -> float:
+    """The paper's own yellow − best other cell of one column of a swept grid (its runs; the cells our grid runs),
+    NaN without the paper's accuracies."""
+    if "paper_accuracy" not in column or "yellow" not in column:
+        return math.nan
+    keys = [k for k in ("paper_lr", "paper_weight_decay", "paper_batch_size", "paper_n") if k in column]
+    cells = column.drop_duplicates(keys or None)
+    acc = pd.to_numeric(cells["paper_accuracy"], errors="coerce")
+    yellow = cells["yellow"].astype(bool)
+    if not acc[yellow].notna().any() or not acc[~yellow].notna().any():
+        return math.nan
+    return float(acc[yellow].max() - acc[~yellow].max())
 
 
 def angular_findings(results: pd.DataFrame, epoch: int, keys=("subtable", "n", "batch_size")) -> pd.DataFrame:
@@ -582,9 +756,47 @@ def angular_findings(results: pd.DataFrame, epoch: int, keys=("subtable", "n", "
 RANK_WORDS = {"best": "is the best cell", "second": "is second", "no": "is neither best nor second"}
 
 
+def grid_difference(r, which: str = "best") -> Difference:
+    """The paired interval of one :func:`findings` row as a :class:`Difference`: yellow − best other cell
+    (``which="best"``) or yellow − the column's second cell (``"second"``)."""
+    if which == "second":
+        return Difference(r["gap_to_second"], r["second_lo"], r["second_hi"], int(r.get("pairs", 0) or 0), True,
+                          "paired t")
+    return Difference(r["margin"], r["ci_lo"], r["ci_hi"], int(r.get("pairs", 0) or 0), True, "paired t")
+
+
+def _interval_text(d: Difference) -> str:
+    """"+1.20 [−0.30, +2.70]" or "+1.20 (one seed: no interval)"."""
+    return d.text() if d.has_interval else f"{d.diff:+.2f} (one seed: no interval)"
+
+
+def peak_reading(r) -> str:
+    """Where the fitted optimum lies against the yellow tuning factor, and whether that agrees with the grid's rank,
+    in words (from a :func:`findings` row): "" when there is nothing to say."""
+    ytf = r["yellow_tf"]
+    if math.isfinite(r.get("fit_p", math.nan)) and r["fit_p"] < FIT_P_MIN:
+        return (f"the quadratic misses the cell means by more than the seed noise (lack-of-fit p = {r['fit_p']:.2g}), "
+                "so no fitted peak is reported")
+    if not (math.isfinite(r["peak_tf"]) and math.isfinite(r["peak_lo"]) and math.isfinite(ytf)):
+        return ""
+    if r["peak_lo"] <= ytf <= r["peak_hi"]:
+        return "the fitted peak's interval holds the yellow tuning factor"
+    side = "below" if r["peak_hi"] < ytf else "above"
+    best_side = ("below" if r["best_other_tf"] < ytf else "above") if math.isfinite(r["best_other_tf"]) else ""
+    text = f"the fitted optimum lies {side} the yellow tuning factor (its interval excludes {ytf:.3g})"
+    if r["rank"] in ("second", "no") and best_side == side:
+        text += (f"; the grid agrees: the best cell, tuning factor {r['best_other_tf']:.3g}, is {side} it too, so "
+                 f"the yellow cell ranks {'second' if r['rank'] == 'second' else 'lower'}")
+    elif r["rank"] == "best":
+        text += ("; the yellow cell still ranks best of the cells run: the optimum lies between it and its "
+                 f"neighbour {side} it")
+    return text
+
+
 def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str:
     """The findings table in words (Markdown), one line per column: the verdict and its reason, then the numbers
-    behind it (from :func:`findings`), the regime check and the fitted peak."""
+    behind it (from :func:`findings`): the yellow cell's rank, its paired interval against the best other cell and
+    the resolution beside the paper's own margin, the regime check and the fitted peak."""
     lines = []
     for _, r in f.iterrows():
         where = f"{ {'n': 'N', 'batch_size': 'B'}.get(col, col)} = {r[col]:,g}" if col in r else ""
@@ -597,20 +809,31 @@ def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str
             continue
         if r["missing"]:
             where += f" — provisional, {int(r['missing'])} runs missing"
-        margin = (f"ahead of the best other cell by {r['margin']:.2f} points" if r["margin"] > 0
+        d = grid_difference(r)
+        margin = (f"ahead of the best other cell by {_interval_text(d)} points" if r["margin"] > 0
                   else f"tied with the cell at tuning factor {r['best_other_tf']:.4g}" if r["margin"] == 0
-                  else f"{-r['margin']:.2f} points behind the best cell (tuning factor {r['best_other_tf']:.4g})")
-        spread = (("more than" if r["decided"] else "within") + f" the seed spread ({r['spread']:.2f})"
-                  if math.isfinite(r["spread"]) else "with one seed, so no spread to compare with")
-        interval = (f" (95 % bootstrap interval {r['peak_lo']:.3g}–{r['peak_hi']:.3g})" if math.isfinite(r["peak_lo"])
-                    else " (one seed: no bootstrap interval)")
-        peak = (f"the quadratic fit peaks at tuning factor {r['peak_tf']:.3g}{interval} beside the yellow "
-                f"{r['yellow_tf']:.3g}" if math.isfinite(r["peak_tf"]) else "the quadratic fit has no interior peak")
+                  else f"{_interval_text(d)} points against the best cell (tuning factor {r['best_other_tf']:.4g})")
+        if d.has_interval:
+            res = resolution_words(d, r.get("paper_effect"), what="these seeds")
+            margin += f" (paired by seed, 95 % interval{'; ' + res if res else ''})"
+        if r["rank"] == "no":
+            margin += f", {_interval_text(grid_difference(r, 'second'))} to the second cell"
+        peak = (f"the quadratic fit peaks at tuning factor {r['peak_tf']:.3g}"
+                + (f" (95 % bootstrap interval {r['peak_lo']:.3g}–{r['peak_hi']:.3g})" if math.isfinite(r["peak_lo"])
+                   else " (one seed: no bootstrap interval)") + f" beside the yellow {r['yellow_tf']:.3g}"
+                if math.isfinite(r["peak_tf"]) else "the quadratic fit has no interior peak")
+        reading = peak_reading(r)
+        if reading.startswith("the quadratic misses"):
+            peak = reading
+        elif reading:
+            peak += f"; {reading}"
         lo, hi = int(r["seeds"]), int(r.get("seeds_max", r["seeds"]))
         seeds = f"{seed_range(lo, hi)} seed{'' if (lo, hi) == (1, 1) else 's'} per cell{dropped}"
         why = f" ({r['reason']})" if r["reason"] else ""
+        pattern = pattern_text(r)
         lines.append(f"- **{where}** ({seeds}): *{r['verdict']}*{why}. The yellow cell ({yellow_text(r)} % "
-                     f"{what}) {RANK_WORDS[r['rank']]}, {margin}, {spread}; Δθ {regime_text(r)}; {peak}.")
+                     f"{what}) {RANK_WORDS[r['rank']]}, {margin}; Δθ {regime_text(r)}; {peak}"
+                     + (f"; against the paper's ranking: {pattern}" if pattern else "") + ".")
     return "\n".join(lines)
 
 
@@ -619,27 +842,25 @@ def _fmt_tf(v: float) -> str:
 
 
 def verdict_text(r) -> str:
-    """One findings row as a published verdict (:func:`verdict_words`): "holds: best, +1.20 (> seed sd 0.80)",
-    "undecided (1 seed on real images, 3 needed): second, −0.65 (one seed: no spread)", "no: third or lower,
-    −1.20 to the second cell (> seed sd 0.71), −6.80 to the best"."""
+    """One findings row as a published verdict (:func:`verdict_words`): "holds: best, +1.20 [−0.40, +2.80] over
+    the best other cell", "undecided (1 seed on real images, 3 needed): second, −0.65 (one seed: no interval)", "no:
+    third or lower, −1.20 [−2.10, −0.30] to the second cell, −6.80 to the best"."""
     if r["rank"] == "n/a":
         return verdict_words(r["verdict"], r["reason"])
     missing = f"; provisional, {int(r['missing'])} runs missing" if r["missing"] else ""
     if r["rank"] == "no":  # what decides "no": the gap to the column's second cell
-        gap, sd = r.get("gap_to_second", math.nan), r.get("spread_to_second", math.nan)
-        detail = (f"third or lower, {gap:+.2f} to the second cell"
-                  + (f" ({'>' if abs(gap) > sd else 'within'} seed sd {sd:.2f})" if math.isfinite(sd) else
-                     " (one seed: no spread)") + f", {r['margin']:+.2f} to the best{missing}")
-    elif not math.isfinite(r["spread"]):
-        detail = f"{r['rank']}, {r['margin']:+.2f} (one seed: no spread{missing})"
+        detail = (f"third or lower, {_interval_text(grid_difference(r, 'second'))} to the second cell, "
+                  f"{r['margin']:+.2f} to the best{missing}")
     else:
-        detail = (f"{r['rank']}, {r['margin']:+.2f} ({'>' if r['decided'] else 'within'} seed sd "
-                  f"{r['spread']:.2f}{missing})")
+        against = "over the best other cell" if r["margin"] >= 0 else "to the best cell"
+        detail = f"{r['rank']}, {_interval_text(grid_difference(r))} {against}{missing}"
     return verdict_words(r["verdict"], r["reason"], detail)
 
 
 def peak_text(r) -> str:
     """"0.071 [0.063, 0.078] vs 0.0781" from a findings row (— when the fit has no interior peak)."""
+    if math.isfinite(r.get("fit_p", math.nan)) and r["fit_p"] < FIT_P_MIN:
+        return f"no peak: the quadratic misses the cells (lack-of-fit p = {r['fit_p']:.2g}; yellow {_fmt_tf(r['yellow_tf'])})"
     if not math.isfinite(r["peak_tf"]):
         return f"no interior peak (yellow {_fmt_tf(r['yellow_tf'])})"
     if not math.isfinite(r["peak_lo"]):
@@ -664,11 +885,14 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
             paper_value = _paper_column(results[sel])
             where = column_label(results[sel], col)
         ours = yellow_text(r)
+        pe = r.get("paper_effect", math.nan)
         rows.append({"paper": paper, "item": f"{item}{sub}, {where}", "claim": claim, "data": data,
                      "seeds": int(r["seeds"]), "seeds_max": int(r.get("seeds_max", r["seeds"])),
-                     "verdict": verdict_text(r), "regime": regime_text(r), "peak_tf": peak_text(r),
-                     "train_minutes": minutes, "ours": f"yellow {ours}" if ours else "",
-                     "paper_value": paper_value})
+                     "verdict": verdict_text(r), "word": r["verdict"], "regime": regime_text(r),
+                     "peak_tf": peak_text(r), "train_minutes": minutes, "ours": f"yellow {ours}" if ours else "",
+                     "paper_value": paper_value, "rank": r["rank"],
+                     **interval_fields(grid_difference(r), paper_effect=pe if pe is not None and math.isfinite(pe)
+                                       else None)})
     return rows
 
 

@@ -8,7 +8,9 @@
 * ``best_styler``: any table of scores with the best of each column bold and marked;
 * ``readable``: any table of measurements with integers as integers and floats to a few significant digits;
 * ``export``: HTML and LaTeX files;
-* ``table_report``: all of it for every sub-table of a swept paper table;
+* ``table_report``: all of it for every sub-table of a swept paper table (columns without any run yet in one
+  line, not as grids of "missing"), ``verdict_view`` its verdicts as a reader scans them;
+* ``varying``: a table without its constant columns;
 * ``markdown_lines``: a plain Markdown table (the README's and the result cell's), ``|`` escaped in every cell.
 
 Missing runs (``sweep.run_sweep(collect=True)`` on a store a cluster sweep has not finished yet) are never
@@ -21,11 +23,13 @@ Figures: ``repro_lib.results.figures``; verdicts in words: ``repro_lib.results.f
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..store import MISSING
 from .findings import dataset_label
 
 YELLOW = "background-color: #fff59d"
@@ -242,34 +246,82 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
     the store yet, ``run_sweep(collect=True)``; their cells read "missing"). With ``out_dir``, writes HTML + LaTeX per
     sub-table and the verdicts as CSV.
     """
-    from ..runs.sweep import aggregate
-
     paper_rows = tuple(f"paper_{k}" for k in row_keys)
     keys = ["subtable", "row", col, f"paper_{col}", *row_keys, *paper_rows, "yellow", "paper_accuracy"]
     agg = aggregate(results, by=keys, value=value)
-    html, verdicts = [], []
+    html, verdicts, unrun = [], [], []
     for sub, g in agg.groupby("subtable", sort=True, dropna=False):
+        held = (g["runs"] - g["missing"]).groupby(g[col]).sum()  # runs of each column the store holds
+        label = f"({sub})" if isinstance(sub, str) and sub else ""
         ours, ymask = pivot_cells(g, value, col=col, row_keys=row_keys)
         theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=paper_rows)
-        sd, _ = pivot_cells(g, "std", col=col, row_keys=row_keys)  # NaN where a cell has under two finished runs
-        label = f"({sub})" if isinstance(sub, str) and sub else ""
-        data = f" — {dataset_label(g_cfgs)}" if (g_cfgs := _cfgs_of(results, sub)) else ""
-        spread = "; mean ± sd over seeds" if sd.notna().any().any() else ""
-        s_ours = style_grid(ours, ymask, caption=f"ours {label}{data}{spread}", sd=sd)
-        s_paper = style_grid(theirs, ymask_p, caption=f"paper {label}")
         v_ours, v_paper = verdict(ours, ymask), verdict(theirs, ymask_p)
         miss = ours.attrs.get("missing", {})
         for (c_ours, vo), (c_paper, vp) in zip(v_ours.items(), v_paper.items()):
             verdicts.append({"subtable": sub, col: c_ours, f"paper_{col}": c_paper, "ours": vo, "paper": vp,
-                             "missing_runs": sum(k for (_, c), k in miss.items() if c == c_ours)})
+                             "missing_runs": sum(k for (_, c), k in miss.items() if c == c_ours),
+                             "runs": int(held.get(c_ours, 0))})
+        data = f" — {dataset_label(g_cfgs)}" if (g_cfgs := _cfgs_of(results, sub)) else ""
+        if out_dir is not None:  # the files hold every column, missing cells marked
+            sd, _ = pivot_cells(g, "std", col=col, row_keys=row_keys)
+            export(style_grid(ours, ymask, caption=f"ours {label}{data}", sd=sd), Path(out_dir) / f"{name}{sub or ''}_ours")
+            export(style_grid(theirs, ymask_p, caption=f"paper {label}"), Path(out_dir) / f"{name}{sub or ''}_paper")
+        empty = [c for c in held.index if held[c] == 0]
+        if empty:  # columns without any run yet: one line below the tables instead of grids of "missing"
+            unrun.append((label, col, empty, sorted(held.index), g))
+            g = g[~g[col].isin(empty)]
+            if g.empty:
+                continue
+            ours, ymask = pivot_cells(g, value, col=col, row_keys=row_keys)
+            theirs, ymask_p = pivot_cells(g, "paper_accuracy", col=f"paper_{col}", row_keys=paper_rows)
+        sd, _ = pivot_cells(g, "std", col=col, row_keys=row_keys)  # NaN where a cell has under two finished runs
+        spread = "; mean ± sd over seeds" if sd.notna().any().any() else ""
+        s_ours = style_grid(ours, ymask, caption=f"ours {label}{data}{spread}", sd=sd)
+        s_paper = style_grid(theirs, ymask_p, caption=f"paper {label}")
         html.append(side_by_side(s_ours, s_paper, titles=(f"Reproduced {label}", f"Paper {label}")))
-        if out_dir is not None:
-            export(s_ours, Path(out_dir) / f"{name}{sub or ''}_ours")
-            export(s_paper, Path(out_dir) / f"{name}{sub or ''}_paper")
+    if unrun:
+        html.append(f"<p>{unrun_text(unrun)}</p>")
     vdf = pd.DataFrame(verdicts)
     if out_dir is not None:
         vdf.to_csv(Path(out_dir) / f"{name}_verdicts.csv", index=False)
     return "".join(html), vdf
+
+
+def unrun_text(unrun: list[tuple]) -> str:
+    """One sentence for the columns of a table without any run in the store yet: ``unrun`` holds per sub-table
+    (its label "(a)" or "", the column key, the empty columns, all its columns, its aggregated cells)."""
+    name = {"n": "N", "batch_size": "B"}
+    parts, missing = [], 0
+    for label, col, empty, every, g in unrun:
+        missing += int(g.loc[g[col].isin(empty), "missing"].sum())
+        paper = dict(zip(g[col], g[f"paper_{col}"]))
+        values = ", ".join(f"{v:,g}" + (f" (paper {paper[v]:,g})" if paper.get(v, v) != v else "") for v in empty)
+        what = "every column" if len(empty) == len(every) else f"{name.get(col, col)} = {values}"
+        parts.append(f"{label} {what}".strip())
+    return (f"Not run yet (no run in the store, so not shown above): {'; '.join(parts)}, "
+            f"{missing:,} run{'s' if missing != 1 else ''} in all.")
+
+
+def verdict_view(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """:func:`table_report`'s verdicts as a reader scans them: the columns with runs in the store (those without
+    any are named in one line under the tables), no column that is the same throughout but the verdicts, and no
+    bookkeeping (``runs``)."""
+    v = verdicts
+    if "runs" in v:
+        v = v[v["runs"] > 0].drop(columns=["runs"])
+    keep = {"ours", "paper"}
+    drop = [c for c in v.columns if c not in keep and len(v) > 1 and v[c].astype(str).nunique() == 1]
+    drop += [c for c in ("missing_runs",) if c in v and c not in drop and (v[c] == 0).all()]
+    return v.drop(columns=drop).reset_index(drop=True)
+
+
+def varying(frame: pd.DataFrame, keep=()) -> pd.DataFrame:
+    """``frame`` without the columns whose value is the same in every row (they say nothing a caption cannot),
+    but those in ``keep``; a frame of one row is returned whole."""
+    if len(frame) < 2:
+        return frame
+    same = [c for c in frame.columns if c not in keep and frame[c].astype(str).nunique() == 1]
+    return frame.drop(columns=same)
 
 
 def markdown_lines(head, rows) -> list[str]:
@@ -279,3 +331,19 @@ def markdown_lines(head, rows) -> list[str]:
         return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
     return [line(head), "|" + "---|" * len(head), *(line(r) for r in rows)]
 
+
+def aggregate(df: pd.DataFrame, by: list[str], value: str = "test_acc") -> pd.DataFrame:
+    """Mean of ``value`` over the finished runs per group, plus ``std`` (the sample standard deviation over them,
+    as ``results.findings`` uses; NaN for a single run), ``runs`` (rows of the group),
+    ``diverged`` and ``missing`` (runs the store does not hold, ``run_sweep(collect=True)``) columns.
+    ``value`` is NaN both when every run diverged (``diverged == runs``) and when none is there yet
+    (``missing > 0``): the two counts tell them apart."""
+
+    def agg(g):
+        ok = g[g["status"] == "finished"][value]
+        return pd.Series({value: ok.mean() if len(ok) else math.nan,
+                          "std": ok.std(ddof=1) if len(ok) > 1 else math.nan,
+                          "runs": len(g), "diverged": int((g["status"] == "diverged").sum()),
+                          "missing": int((g["status"] == MISSING).sum())})
+
+    return df.groupby(by, dropna=False, sort=False).apply(agg, include_groups=False).reset_index()

@@ -17,8 +17,10 @@ import json
 import os
 from pathlib import Path
 
-from .executed import notebook_parameters
-from .tables import markdown_lines
+from .. import profiles
+from ..papers import registry
+from ..results.executed import notebook_parameters
+from ..results.tables import markdown_lines
 
 BEGIN, END = "<!-- costs:begin -->", "<!-- costs:end -->"
 COLUMNS = ("notebook", "reproduces", "`cpu` runs", "image-epochs", "estimated min", "trained min (records)",
@@ -44,9 +46,6 @@ def cost_rows(reports: str | os.PathLike = "reports") -> list[dict]:
     ``image_epochs``, ``estimated_min``, ``trained_min`` (None when the notebook is not published), ``recorded`` (how
     many of the plan's runs have a record), ``threads`` (the sorted thread counts the records name),
     ``gpu_hours`` / ``paper_hours`` (None where the cost model has no rate for the network)."""
-    from .. import profiles
-    from ..papers import registry
-
     root = Path(reports)
     rows = []
     for name, nb in registry.NOTEBOOKS.items():

@@ -575,13 +575,15 @@ def cos_intervals(stats: pd.DataFrame, coverage: float = 0.99) -> pd.DataFrame:
 def detection_table(stats: pd.DataFrame, deltas: Iterable[float]) -> pd.DataFrame:
     """Table B.1: for each δ, the share of (step, tensor) pairs detected correctly by Eq. 11 (channel-wise
     score < δ, else layer-wise score < δ): "scale-invariant detection" = detected among scale-invariant ones,
-    "scale-variant detection" = not detected among the others. In %."""
+    "scale-variant detection" = not detected among the others. In %, with the number of (step, tensor) decisions
+    behind each rate (``scale_variant_n``, ``scale_invariant_n``)."""
     rows = []
     for delta in deltas:
         hit = (stats["channel_score"] < delta) | (stats["layer_score"] < delta)
         si = stats["scale_invariant"]
         rows.append(dict(delta=delta, scale_variant_detection=100 * float((~hit[~si]).mean()) if (~si).any() else np.nan,
-                         scale_invariant_detection=100 * float(hit[si].mean()) if si.any() else np.nan))
+                         scale_invariant_detection=100 * float(hit[si].mean()) if si.any() else np.nan,
+                         scale_variant_n=int((~si).sum()), scale_invariant_n=int(si.sum())))
     return pd.DataFrame(rows)
 
 

@@ -216,13 +216,30 @@ TABLE1_PROFILES = {
 }
 
 
-def table1_plan(profile: str, seeds=None, seed_offset: int = 0, dataset: str = "", **params):
+# The longer comparison that separates the method from the schedule: in the cpu table's 26 epochs scale-amended SGD
+# leads while the LR is high and falls behind after the decays, when its layer rates turn the weights less per epoch
+# than SGD's step does. VGG11-BN, scale-amended SGD and SGD only, the cpu table's N and width, 104 epochs (LR ÷10 at
+# 52 and 78: four relaxation times 1/(2 TF) of SGD's decay before the first), 3 seeds, the full test set. gpu and
+# paper: none (their tables already train 100 and 200 epochs).
+LONG_PROFILES = {
+    "smoke": dict(datasets={"cifar10": "cifar10"}, models=("vgg11_bn",), methods=("sgd", "scale_amended_sgd"),
+                  seeds=(0,), overrides=dict(synthetic=True, width=4, n=256, batch_size=64, num_epochs=4, n_test=200,
+                                             device="cpu")),
+    "cpu": dict(datasets={"cifar10": "cifar10"}, models=("vgg11_bn",), methods=("sgd", "scale_amended_sgd"),
+                seeds=(0, 1, 2), overrides=dict(width=8, n=5000, num_epochs=104, n_test=0, eval_every=13)),
+    "gpu": dict(datasets={}, models=(), methods=(), seeds=(), overrides={}),
+    "paper": dict(datasets={}, models=(), methods=(), seeds=(), overrides={}),
+}
+
+
+def table1_plan(profile: str, seeds=None, seed_offset: int = 0, dataset: str = "", long: bool = False, **params):
     """One row per (paper dataset, model, method, seed) of Table 1 for ``profile``: the paper's cell
     (``paper_dataset``, ``model``, ``method``, ``paper_accuracy``) and the ``cfg`` (a ``RunConfig``) to train.
     ``seeds`` default to the profile's, each plus ``seed_offset``. ``dataset``: what the paper's CIFAR-10 runs
     train on instead of the profile's choice (e.g. ``"cifar10-jpeg"``; ``""``: the profile's, CIFAR-10 itself);
-    the CIFAR-100 runs are unchanged. ``params`` override RunConfig fields of every run (an unknown name is a
-    ``ValueError`` naming it)."""
+    the CIFAR-100 runs are unchanged. ``long``: the longer comparison of :data:`LONG_PROFILES` instead of the table
+    (an empty plan where the profile has none). ``params`` override RunConfig fields of every run (an unknown name
+    is a ``ValueError`` naming it)."""
     import pandas as pd
     from ...config import RunConfig
     from ...profiles import check_profile
@@ -232,12 +249,13 @@ def table1_plan(profile: str, seeds=None, seed_offset: int = 0, dataset: str = "
     for k in params:
         if k not in known:
             raise ValueError(f"{k}: unknown parameter (RunConfig fields: {sorted(known)})")
-    prof = TABLE1_PROFILES[profile]
+    prof = (LONG_PROFILES if long else TABLE1_PROFILES)[profile]
+    methods = prof.get("methods", TABLE1_METHODS)
     datasets = {**prof["datasets"], **({"cifar10": dataset} if dataset and "cifar10" in prof["datasets"] else {})}
     cells = transcribed.table("backmatching_table1")
     rows = []
     for _, c in cells.iterrows():
-        if c["dataset"] not in prof["datasets"] or c["model"] not in prof["models"]:
+        if c["dataset"] not in prof["datasets"] or c["model"] not in prof["models"] or c["method"] not in methods:
             continue
         for seed in (prof["seeds"] if seeds is None else seeds):
             seed = int(seed) + seed_offset
@@ -247,4 +265,4 @@ def table1_plan(profile: str, seeds=None, seed_offset: int = 0, dataset: str = "
             f.update(params)
             rows.append({"paper_dataset": c["dataset"], "model": c["model"], "method": c["method"],
                          "seed": int(seed), "paper_accuracy": float(c["accuracy"]), "cfg": RunConfig(**f)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["paper_dataset", "model", "method", "seed", "paper_accuracy", "cfg"])

@@ -13,12 +13,16 @@ import pandas as pd
 from ...results import figures, findings
 from .backmatching import TABLE1_METHODS
 
-#: the methods as Table 1 names them
-METHOD_NAMES = {"sgd": "SGD", "lars": "LARS", "lsalr": "LSALR", "scale_amended_sgd": "OURS"}
+#: the methods by name (Table 1 calls scale-amended SGD "OURS", the authors' own column; ours are our runs)
+METHOD_NAMES = {"sgd": "SGD", "lars": "LARS", "lsalr": "LSALR", "scale_amended_sgd": "scale-amended SGD"}
+#: the short form in dense lines
+SHORT = {"sgd": "SGD", "lars": "LARS", "lsalr": "LSALR", "scale_amended_sgd": "SA-SGD"}
 #: the networks as the paper names them
 MODEL_NAMES = {"vgg11_bn": "VGG11-BN", "vgg13_bn": "VGG13-BN", "vgg16_bn": "VGG16-BN", "vgg19_bn": "VGG19-BN"}
 OURS = "scale_amended_sgd"
-CLAIM = "scale-amended SGD beats SGD, LARS and LSALR"
+#: a run has been trained to the end its claim speaks of when its final train accuracy reaches this (%): the paper's
+#: Table 1 compares final accuracies of networks that fit CIFAR-10's training set
+FIT_TRAIN_ACC = 90.0
 
 
 def dataset_name(d: str) -> str:
@@ -26,52 +30,105 @@ def dataset_name(d: str) -> str:
 
 
 def _values(values: pd.Series) -> str:
-    """"OURS 49.45, SGD 45.15, …" in Table 1's row order, OURS first (n/a where a method has no finished run)."""
+    """"SA-SGD 49.45, SGD 45.15, …" in Table 1's row order, scale-amended SGD first (n/a where a method has no
+    finished run; methods not in ``values`` left out)."""
     order = [OURS, *(m for m in TABLE1_METHODS if m != OURS)]
-    return ", ".join(f"{METHOD_NAMES[m]} {findings.num(values.get(m, math.nan))}" for m in order)
+    return ", ".join(f"{SHORT[m]} {findings.num(values.get(m, math.nan))}" for m in order if m in values.index)
 
 
 def _best(values: pd.Series) -> str:
     v = values.dropna()
-    return f"{METHOD_NAMES.get(v.idxmax(), v.idxmax())} best" if len(v) else "no value"
+    return f"{SHORT.get(v.idxmax(), v.idxmax())} best" if len(v) else "no value"
 
 
-def column_claims(results: pd.DataFrame) -> list[dict]:
-    """One ``publish.record_claims`` row per column (dataset, network) of Table 1: OURS's median test accuracy
-    against each other method's. It *holds* when OURS is ahead of all three by more than the noise (√2 × the
-    binomial sd of one evaluation on the test images, or the larger seed sd of the two methods if that is larger),
-    is *no* when some method is ahead of OURS by more than that, else *undecided*; fewer than
-    ``findings.MIN_SEEDS`` seeds on real images leave it *undecided* either way. ``ours`` / ``paper_value``: the four
-    accuracies (ours computed from the runs, the paper's from the transcribed Table 1)."""
+def claimed_rivals(paper: pd.Series) -> list[str]:
+    """The methods scale-amended SGD beats in one column of the paper's Table 1 (``paper``: its accuracies by
+    method), in Table 1's order: the claim the paper's own numbers support there (on VGG11-BN, CIFAR-10, LSALR is
+    ahead of it, so the claim is "beats SGD and LARS")."""
+    ours = paper.get(OURS, math.nan)
+    return [m for m in TABLE1_METHODS if m != OURS and m in paper.index and paper[m] < ours]
+
+
+def claim_text(rivals, paper: pd.Series) -> str:
+    """"scale-amended SGD beats SGD, LARS and LSALR", or with the paper's exception named."""
+    beaten = [SHORT[m] for m in rivals]
+    text = "scale-amended SGD beats " + (", ".join(beaten[:-1]) + " and " + beaten[-1] if len(beaten) > 1
+                                         else beaten[0] if beaten else "no other method")
+    ahead = [SHORT[m] for m in TABLE1_METHODS if m != OURS and m in paper.index and m not in rivals]
+    return text + (f" (the paper's {', '.join(ahead)} {'is' if len(ahead) == 1 else 'are'} ahead here)" if ahead else "")
+
+
+def regime_of(g: pd.DataFrame, methods) -> dict:
+    """Whether the runs of ``methods`` in one column ``g`` (a ``run_sweep`` result with histories) were trained to
+    the end the claim speaks of: ``settled`` (the Yun et al. grids' regime check, ``findings.regime``, on their Δθ
+    before the first LR decay), ``train_acc`` (their final train accuracy, mean over seeds, the lowest of the
+    methods) and ``converged`` (settled and ``train_acc`` ≥ :data:`FIT_TRAIN_ACC`)."""
+    ok = g[(g["status"] == "finished") & g["method"].isin(list(methods))]
+    reg = findings.regime(ok["history"]) if "history" in ok else findings.regime([])
+    accs = []
+    for _, h in ok.groupby("method"):
+        last = [hist[-1].get("train_acc") for hist in h.get("history", []) if hist]
+        last = [v for v in last if v is not None and math.isfinite(v)]
+        if last:
+            accs.append(sum(last) / len(last))
+    acc = min(accs) if accs else math.nan
+    return dict(settled=reg["settled"], drift=reg["drift"], train_acc=acc,
+                converged=bool(reg["settled"] is not False and math.isfinite(acc) and acc >= FIT_TRAIN_ACC))
+
+
+def column_claims(results: pd.DataFrame, item: str = "Table 1") -> list[dict]:
+    """One ``publish.record_claims`` row per column (dataset, network) of ``results``: scale-amended SGD against
+    each method the paper's own column has it beating (:func:`claimed_rivals`), per seed (a seed is the same
+    initialisation and data order for every method) with the 95 % t interval of each difference
+    (``findings.difference``). It *holds* when every interval lies above 0; is *no* when one lies below 0 and the
+    runs were trained to the end the claim speaks of (:func:`regime_of`), else *undecided* with the reason ("before
+    training converged" where a contrary result comes from unconverged runs). ``ci`` / ``resolution``: the
+    interval against the strongest rival (the one with the highest mean), ``paper_effect`` the paper's margin over
+    it. Fewer than ``findings.MIN_SEEDS`` seeds on real images leave it *undecided*."""
     rows = []
     for (d, model), g in results.groupby(["paper_dataset", "model"], sort=False):
         ok = g[g["status"] == "finished"]
-        med = ok.groupby("method")["test_acc"].median()
-        sd = ok.groupby("method")["test_acc"].std()
-        seeds = int(ok.groupby("method").size().reindex(list(TABLE1_METHODS), fill_value=0).min())
+        per_seed = ok.pivot_table(index="seed", columns="method", values="test_acc", aggfunc="mean")
+        mean = per_seed.mean()
         paper = g.drop_duplicates("method").set_index("method")["paper_accuracy"]
+        table_paper = paper  # the paper's whole column decides the claim even where only two methods ran
+        rivals = [m for m in claimed_rivals(table_paper) if m in set(g["method"])]
         cfg = g["cfg"].iloc[0]
         real = not (getattr(cfg, "synthetic", False) or cfg.dataset in findings.SYNTHETIC_DATASETS)
-        ours = med.get(OURS, math.nan)
-        others = med.drop(OURS, errors="ignore").dropna()
-        if not math.isfinite(ours) or others.empty:
+        seeds = int(ok.groupby("method").size().reindex([OURS, *rivals], fill_value=0).min()) if rivals else 0
+        reg = regime_of(g, [OURS, *rivals])
+        diffs = {m: findings.difference(per_seed.get(OURS, pd.Series(dtype=float)),
+                                        per_seed.get(m, pd.Series(dtype=float))) for m in rivals}
+        if not rivals or OURS not in per_seed or any(not math.isfinite(dm.diff) for dm in diffs.values()):
             word, reason = findings.judge(None, False)
-            detail, noise = "", math.nan
+            strongest, detail = None, ""
         else:
-            noise = math.sqrt(2) * findings.binomial_sd(float(med.mean()), cfg.n_test or 10_000)
-            noise = max(noise, float(sd.fillna(0).max()))
-            margins = (ours - others).reindex([m for m in TABLE1_METHODS if m in others.index])
-            holds = bool((margins > 0).all())
-            beyond = bool((margins > noise).all()) if holds else bool((margins < -noise).any())
-            word, reason = findings.judge(holds, beyond, seeds, real)
-            detail = ("OURS − " + ", ".join(f"{METHOD_NAMES[m]} {v:+.2f}" for m, v in margins.items())
-                      + f" (noise {noise:.2f})")
+            strongest = max(rivals, key=lambda m: mean.get(m, -math.inf))
+            judged = {m: findings.judge_difference(dm, ">", settled=reg["converged"], real_data=real,
+                                                   unsettled="before training converged") for m, dm in diffs.items()}
+            words = [w for w, _ in judged.values()]
+            if all(w == "holds" for w in words):
+                word, reason = "holds", ""
+            elif "no" in words:
+                word, reason = "no", ""
+            else:
+                word, reason = "undecided", next(r for w, r in judged.values() if w == "undecided")
+            detail = ("SA-SGD − " + ", ".join(f"{SHORT[m]} {dm.text()}" for m, dm in diffs.items())
+                      + f" (paired by seed, {seeds} seeds; final train acc. ≥ {reg['train_acc']:.0f} %)")
+        d_main = diffs[strongest] if strongest else findings.NO_DIFFERENCE
+        effect = (float(table_paper[OURS] - table_paper[strongest]) if strongest and OURS in table_paper
+                  else None)
+        cols = [OURS, *rivals]
         rows.append(dict(paper="Zhang et al. (back-matching supplement)",
-                         item=f"Table 1, {dataset_name(d)}, {MODEL_NAMES.get(model, model)}", claim=CLAIM,
+                         item=f"{item}, {dataset_name(d)}, {MODEL_NAMES.get(model, model)}",
+                         claim=claim_text(rivals, table_paper),
                          data=findings.dataset_label(list(g["cfg"])), seeds=seeds,
                          verdict=findings.verdict_words(word, reason, detail),
-                         ours=f"{_values(med)} ({_best(med)})", paper_value=f"{_values(paper)} ({_best(paper)})",
-                         train_minutes=findings.train_minutes(g), word=word, noise=noise))
+                         ours=f"{_values(mean.reindex(cols))} ({_best(mean)})",
+                         paper_value=f"{_values(table_paper)} ({_best(table_paper)})",
+                         train_minutes=findings.train_minutes(g), word=word, rival=strongest,
+                         converged=reg["converged"], train_acc=reg["train_acc"],
+                         **findings.interval_fields(d_main, paper_effect=effect)))
     return rows
 
 
@@ -84,11 +141,17 @@ def table1_frame(values: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: the column of :func:`margin_table` holding scale-amended SGD − SGD
+MARGIN = "SA-SGD − SGD"
+
+
 def margin_table(ours: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
-    """Per column: OURS − SGD and the best method, ours beside the paper's (both grids from :func:`table1_frame`)."""
+    """Per column: scale-amended SGD − SGD and the best method, ours beside the paper's (both grids from
+    :func:`table1_frame`)."""
     best = lambda t: t.apply(lambda c: c.idxmax() if c.notna().any() else "missing")  # noqa: E731
-    return pd.DataFrame({"ours: OURS − SGD": ours.loc["OURS"] - ours.loc["SGD"],
-                         "paper: OURS − SGD": paper.loc["OURS"] - paper.loc["SGD"],
+    sa = METHOD_NAMES[OURS]
+    return pd.DataFrame({f"ours: {MARGIN}": ours.loc[sa] - ours.loc["SGD"],
+                         f"paper: {MARGIN}": paper.loc[sa] - paper.loc["SGD"],
                          "ours: best method": best(ours), "paper: best method": best(paper)})
 
 
@@ -138,41 +201,84 @@ def _log_axis(ax) -> None:
 
 
 def found(results: pd.DataFrame, claims: list[dict], paper_cfg, data_label: str) -> str:
-    """Two to five sentences on what this notebook's Table 1 runs show and why they may differ from the paper: the
-    size of the runs against the paper profile's, where OURS ranks and its margins against the paper's, and the
-    verdict words with their reason."""
+    """What this notebook's Table 1 runs show and why they may differ from the paper, in a few sentences computed
+    from them: the size of the runs against the paper profile's, where scale-amended SGD ranks and its mean margins
+    against the paper's, the verdicts with the intervals' resolution beside the paper's margins, and whether the
+    runs were trained to the end the claim speaks of."""
     ok = results[results["status"] == "finished"]
     if ok.empty:
         return "No run of Table 1 has finished yet."
     cfg = results["cfg"].iloc[0]
-    med = ok.groupby(["paper_dataset", "model", "method"])["test_acc"].median().unstack("method")
+    med = ok.groupby(["paper_dataset", "model", "method"])["test_acc"].mean().unstack("method")
     paper = results.drop_duplicates(["paper_dataset", "model", "method"]).pivot(
         index=["paper_dataset", "model"], columns="method", values="paper_accuracy").loc[med.index]
     seeds = int(ok.groupby(["paper_dataset", "model", "method"]).size().min())
     ranks = med.rank(axis=1, ascending=False)[OURS] if OURS in med else pd.Series(dtype=float)
-    leaders = med.idxmax(axis=1).map(METHOD_NAMES).value_counts()
+    leaders = med.idxmax(axis=1).map(SHORT).value_counts()
     models = [MODEL_NAMES.get(m, m) for m in dict.fromkeys(results["model"])]
     nets = " and ".join(models) if len(models) < 3 else ", ".join(models)
     out = [f"These runs train {nets} at width {cfg.width} (paper profile: {paper_cfg.width}) on {cfg.n:,} "
            f"training images ({data_label}) for {cfg.num_epochs} epochs (paper profile: {paper_cfg.num_epochs}), "
-           f"{seeds} seed{'s' if seeds != 1 else ''} per cell; their accuracies range over {med.min().min():.1f}–"
-           f"{med.max().max():.1f} % against the paper's {paper.min().min():.1f}–{paper.max().max():.1f} %."]
+           f"{seeds} seed{'s' if seeds != 1 else ''} per cell; their mean accuracies range over "
+           f"{med.min().min():.1f}–{med.max().max():.1f} % against the paper's {paper.min().min():.1f}–"
+           f"{paper.max().max():.1f} %."]
     if len(ranks):
         ms = {m: (med[OURS] - med[m]).mean() for m in TABLE1_METHODS if m != OURS and m in med}
         ps = {m: (paper[OURS] - paper[m]).mean() for m in ms}
-        out.append(f"OURS ranks first on {int((ranks == 1).sum())} of {len(ranks)} columns "
+        out.append(f"Scale-amended SGD ranks first on {int((ranks == 1).sum())} of {len(ranks)} columns "
                    f"({', '.join(f'{k} best on {v}' for k, v in leaders.items())}); its mean margin is "
                    + ", ".join(f"{ms[m]:+.2f} over {METHOD_NAMES[m]} (paper {ps[m]:+.2f})" for m in ms) + ".")
-    words = [c["word"] for c in claims]
-    counts = findings.word_counts(words, none="")
-    reasons = sorted({c["verdict"].split(":")[0].split(" (", 1)[1].rstrip(")") for c in claims
-                      if c["word"] == "undecided" and " (" in c["verdict"].split(":")[0]})
-    noise = [c["noise"] for c in claims if math.isfinite(c.get("noise", math.nan))]
-    out.append(f"Verdicts: {counts}" + (f" ({'; '.join(reasons)})" if reasons else "")
-               + (f"; one evaluation's noise on a margin is about {min(noise):.2f}–{max(noise):.2f} points" if noise
-                  else "") + ".")
-    if cfg.num_epochs < paper_cfg.num_epochs:
-        out.append(f"After {cfg.num_epochs} of {paper_cfg.num_epochs} epochs the nets are far from converged, so the "
-                   f"ranking may reflect early training speed more than the final accuracy Table 1 reports; our "
-                   f"LARS also adds You et al.'s trust coefficient to the supplement's formula (see above).")
+    counts = findings.word_counts([c["word"] for c in claims], none="")
+    res = [c["resolution"] for c in claims if c.get("resolution") is not None]
+    effects = [c["paper_effect"] for c in claims if c.get("paper_effect") is not None]
+    s = f"Verdicts: {counts}"
+    if res and effects:
+        s += (f"; the seed-paired intervals resolve ±{min(res):.2f} to ±{max(res):.2f} points, where the paper's "
+              f"margins over the strongest rival are {', '.join(f'{e:+.2f}' for e in effects)}"
+              + (" — below what these runs can tell apart" if max(abs(e) for e in effects) < min(res) else ""))
+    out.append(s + ".")
+    unconv = [c for c in claims if not c.get("converged", True)]
+    if unconv:
+        accs = [c["train_acc"] for c in unconv if math.isfinite(c.get("train_acc", math.nan))]
+        out.append(f"{len(unconv)} of {len(claims)} columns were not trained to the end Table 1 speaks of"
+                   + (f" (final train accuracy {min(accs):.0f}–{max(accs):.0f} %, below {FIT_TRAIN_ACC:g} %)"
+                      if accs else "")
+                   + ": a method that learns faster early leads there, whatever it reaches at the end, so a "
+                     "result against the claim stays *undecided*; our LARS also adds You et al.'s trust "
+                     "coefficient to the supplement's formula (see above).")
     return " ".join(out)
+
+
+def long_view(results: pd.DataFrame):
+    """The longer comparison for people: per method its final test and train accuracy (mean ± seed sd), and per
+    rival the seed-paired difference with its 95 % interval, as a Styler."""
+    ok = results[results["status"] == "finished"]
+    per_seed = ok.pivot_table(index="seed", columns="method", values="test_acc", aggfunc="mean")
+    train = {m: [h[-1].get("train_acc") for h in g["history"] if h] for m, g in ok.groupby("method")}
+    rows = []
+    for m in [x for x in TABLE1_METHODS if x in per_seed]:
+        v = per_seed[m].dropna()
+        tr = [x for x in train.get(m, []) if x is not None]
+        d = (findings.difference(per_seed[OURS], per_seed[m]) if m != OURS and OURS in per_seed
+             else None)
+        rows.append({"method": METHOD_NAMES[m], "seeds": len(v),
+                     "test acc. (%)": f"{v.mean():.2f}" + (f" ± {v.std():.2f}" if len(v) > 1 else ""),
+                     "train acc. (%)": f"{sum(tr) / len(tr):.1f}" if tr else "—",
+                     "SA-SGD − this [95 % interval]": d.text() if d is not None else ""})
+    return pd.DataFrame(rows).style.hide(axis="index")
+
+
+def claims_view(claims: list[dict]):
+    """The claims for people: item, the claim, the verdict word, the interval against the strongest rival, its
+    resolution beside the paper's own margin, and whether the runs were trained to the end, as a Styler."""
+    def fmt(v, spec):
+        return format(v, spec) if v is not None and math.isfinite(v) else "—"
+
+    rows = [{"item": c["item"], "claim": c["claim"], "verdict": c["word"],
+             "vs": SHORT.get(c.get("rival"), "—"),
+             "SA-SGD − rival [95 %]": (f"[{fmt(c['ci'][0], '+.2f')}, {fmt(c['ci'][1], '+.2f')}]"
+                                       if c.get("ci") and c["ci"][0] is not None else "—"),
+             "resolution": "±" + fmt(c.get("resolution"), ".2f"),
+             "paper's margin": fmt(c.get("paper_effect"), "+.2f"),
+             "trained to the end": "yes" if c.get("converged") else "no"} for c in claims]
+    return pd.DataFrame(rows).style.hide(axis="index")

@@ -45,12 +45,14 @@ SECTION6_PROFILES: dict[str, dict[str, Any]] = {
                   n_subset=16, n_full=64, subset_wd=[0.0016, 0.0064], full_wd=[1e-4, 4e-4],
                   synthetic=dict(num_classes=4, per_class=16, val_per_class=4, size=32), seeds=[0]),
     # CPU stand-in: CIFAR-10 (torchvision, 32 px, held in memory), timm's tiny test EfficientNet (BN, SE, SiLU),
-    # B = 32 so the subset still takes 8 steps per epoch, N ratio 16 as in the paper; full-data grid = subset grid / 16
+    # B = 32 so the subset still takes 8 steps per epoch, N ratio 16 as in the paper; full-data grid = subset grid / 16;
+    # 3 seeds (a seed draws the initialisation, the data order and the subset), so that the full-data gap between
+    # the predicted λ and the best one has a seed-paired interval
     "cpu": dict(base={**_SEC6_BASE, "model": "test_efficientnet", "dataset": "cifar10", "val_split": "test",
                       "image_size": 32, "batch_size": 32, "num_epochs": 20, "n_val": 2000, "eval_every": 10,
                       "num_workers": 0, "device": "cpu"},
                 n_subset=250, n_full=4000, subset_wd=[0.0004, 0.0016, 0.0064, 0.0256],
-                full_wd=[2.5e-5, 1e-4, 4e-4, 1.6e-3], synthetic=None, seeds=[0]),
+                full_wd=[2.5e-5, 1e-4, 4e-4, 1.6e-3], synthetic=None, seeds=[0, 1, 2]),
     # paper models and batch, 50 epochs (milestones compress proportionally), 1 seed
     "gpu": dict(base={**_SEC6_BASE, "num_epochs": 50}, n_subset=80000, n_full=0, subset_wd=_PAPER_SUB_WD,
                 full_wd=_PAPER_FULL_WD[1:5], synthetic=None, seeds=[0]),

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from ... import data, profiles
-from ...results.findings import (REGIME_DRIFT, claim_rows, dataset_label, num, say_findings, seed_range,
-                                 verdict_line, yellow_text)
+from ...results.findings import (REGIME_DRIFT, claim_rows, dataset_label, grid_difference, num, say_findings,
+                                 seed_range, verdict_line, yellow_text)
 from ...results.findings import findings as column_findings
 from ...results import publish
 from ...runs import sweep
@@ -53,9 +53,10 @@ FINDINGS_SHOWN = 8
 def findings_view(found: pd.DataFrame, col: str) -> pd.DataFrame:
     """The findings of a table as a reader scans them: one row per paper column and at most :data:`FINDINGS_SHOWN`
     columns (sub-table and column together, seeds as "lo–hi", the verdict word, the yellow cell's mean ± sd and its
-    rank, the margin to the best other cell, the seed spread, whether Δθ settled before the first LR decay, runs
-    left out as diverged or missing), numbers as text rounded for reading, and no column that is empty throughout.
-    Every column, the reasons and the fitted peak included, is in ``<name>_findings.csv``."""
+    rank, yellow − best other cell with its seed-paired 95 % interval, whether Δθ settled before the first LR decay,
+    how our ranking compares with the paper's, runs left out as diverged or missing), numbers as text rounded for
+    reading, and no column that is empty throughout. Every column, the reasons and the fitted peak included, is in
+    ``<name>_findings.csv``."""
     rows = []
     for _, r in found.iterrows():
         sub = f"({r['subtable']}) " if isinstance(r.get("subtable"), str) and r["subtable"] else ""
@@ -64,14 +65,46 @@ def findings_view(found: pd.DataFrame, col: str) -> pd.DataFrame:
         yellow = yellow_text(r)
         settled = r.get("settled")
         out = [f"{int(r[k])} {k}" for k in ("diverged", "missing") if int(r.get(k, 0) or 0)]
+        d = grid_difference(r)
+        rho = r.get("rank_corr", float("nan"))
+        same = ("" if r.get("paper_best_tf") != r.get("paper_best_tf") else
+                ("same best" if abs(r["best_tf"] / r["paper_best_tf"] - 1) < 1e-6 else "other best")
+                + (f", ρ {rho:.2f}" if rho == rho else ""))
         rows.append({col: f"{sub}{r[col]:,g}", "seeds": seeds, "verdict": r["verdict"],
                      "yellow cell": f"{yellow} ({rank})" if yellow else "",
-                     "margin": num(r["margin"], "+.2f", missing=""), "seed spread": num(r["spread"], ".2f", missing=""),
+                     "yellow − best other [95 %]": d.text() if d.diff == d.diff else "",
                      "Δθ settled": "" if settled is None or settled != settled else ("yes" if settled else "no"),
-                     "runs left out": ", ".join(out)})
+                     "vs paper's ranking": same, "runs left out": ", ".join(out)})
     view = pd.DataFrame(rows)
     empty = [c for c in view.columns if c not in (col, "seeds", "verdict") and view[c].isin(["", "0"]).all()]
     return view.drop(columns=empty).iloc[:, :FINDINGS_SHOWN]
+
+
+def optimum_across_columns(found: pd.DataFrame, results: pd.DataFrame, col: str) -> str:
+    """Whether the optimum keeps its tuning factor while its η moves, across the columns of one sub-table of a
+    swept grid (two or more columns of ``col`` = N or B): the yellow cell's η in each, the best cell's tuning
+    factor and η, and the fitted peaks, in one sentence ("" with fewer than two columns run)."""
+    f = found[found["rank"] != "n/a"]
+    if "subtable" in f:
+        f = f[f["subtable"] == f["subtable"].iloc[0]] if len(f) else f
+    if len(f) < 2:
+        return ""
+    name = {"n": "N", "batch_size": "B"}.get(col, col)
+    ok = results[results["status"] == "finished"]
+    lr_of = lambda v, tf: float(ok.loc[(ok[col] == v) & (abs(ok.tuning_factor / tf - 1) < 1e-6), "lr"].iloc[0])  # noqa: E731
+    vals = list(f[col])
+    ratio = max(vals) / min(vals)
+    y = [lr_of(v, t) for v, t in zip(f[col], f["yellow_tf"])]
+    best = [(t, lr_of(v, t)) for v, t in zip(f[col], f["best_tf"])]
+    tfs = [t for t, _ in best]
+    spread = max(tfs) / min(tfs)
+    verdict = ("stays put" if spread < 1 + 1e-6 else
+               "moves by one grid step (×2)" if spread <= 2 + 1e-6 else f"moves ×{spread:.3g}")
+    peaks = [f"{p:.3g}" if p == p else "none" for p in f["peak_tf"]]
+    return (f"Across the {name} columns {', '.join(f'{v:,g}' for v in vals)} (×{ratio:g}) the yellow cell's η goes "
+            f"{' → '.join(f'{v:.3g}' for v in y)} at one tuning factor, {f['yellow_tf'].iloc[0]:.3g}; the best cell "
+            f"is at tuning factor {', '.join(f'{t:.3g} (η {e:.3g})' for t, e in best)} and the fitted peaks at "
+            f"{', '.join(peaks)}: the measured optimum's tuning factor {verdict} while its η moves with {name}.")
 
 
 def _span(values, fmt: str = ",g") -> str:
@@ -258,6 +291,7 @@ class YunTables:
         self._found: dict[str, pd.DataFrame] = {}
         self._claims: dict[str, list[dict]] = {}  # table name -> its claim rows
         self._hashes: dict[str, set] = {}  # table name -> the store hashes of its runs
+        self._sizes: dict[str, tuple] = {}  # table name -> (its column, {(cpu N, cpu B): paper column value})
 
     def summary(self) -> None:
         """Print per table what the chosen profile trains, computed from its plan (so the text cannot drift from
@@ -333,7 +367,8 @@ class YunTables:
         return r
 
     # ------------------------------------------------------------------------------------------- findings
-    def findings(self, results: pd.DataFrame, name: str, col: str, claim: str, item: str) -> pd.DataFrame:
+    def findings(self, results: pd.DataFrame, name: str, col: str, claim: str, item: str,
+                 rule: str = "best or second") -> pd.DataFrame:
         """What the runs say about ``claim`` for table ``name`` (``results.findings.findings``: per column the
         verdict, the yellow cell's margin to the best other cell against the seed spread, the peak tuning factor of
         a quadratic fit with its bootstrap interval), shown in words (:meth:`found_text`, then one line per column)
@@ -344,7 +379,7 @@ class YunTables:
         earlier claim names both tables' columns. Returns the table shown."""
         from IPython.display import Markdown, display
 
-        found = column_findings(results, col=col, yellow_tf=transcribed.yellow_factor(name))
+        found = column_findings(results, col=col, yellow_tf=transcribed.yellow_factor(name), claim=rule)
         data = dataset_label(results)
         rows = claim_rows(found, paper="Yun et al. 2022", item=item, claim=claim, data=data, col=col,
                           results=results)
@@ -360,11 +395,33 @@ class YunTables:
         else:
             self._found[name] = found
             self._claims[name] = rows
-            display(Markdown(f"**{item}** ({data}). {self.found_text(name, found, results)}\n\n"
-                             + say_findings(found, col=col)))
+            text = " ".join(t for t in (self.found_text(name, found, results),
+                                        optimum_across_columns(found, results, col),
+                                        self._untested(name, results, col)) if t)
+            display(Markdown(f"**{item}** ({data}). {text}\n\n" + say_findings(found, col=col)))
         publish.record_claims(self.out_dir, [row for rows in self._claims.values() for row in rows])
         found.to_csv(self.out_dir / f"{name}_findings.csv", index=False)  # every column, for further analysis
         return findings_view(found, col)
+
+    def _untested(self, name: str, results: pd.DataFrame, col: str) -> str:
+        """A sentence where a column of this table runs at the same cpu N and B as a column of a table shown before
+        in this notebook that varies the other dimension (Table 7's N column and Table 11's B column): at that size
+        the runs do not tell the two dimensions apart ("" otherwise). Remembers this table's sizes."""
+        names = {"n": "N", "batch_size": "B"}
+        mine = {(int(n), int(b)): v for n, b, v in zip(results["n"], results["batch_size"], results[f"paper_{col}"])}
+        out = []
+        for other, (ocol, sizes) in self._sizes.items():
+            if ocol == col:
+                continue
+            for nb in sorted(set(mine) & set(sizes)):
+                out.append(f"{name.replace('yun2022_table', 'Table ')}'s column paper {names[col]} = {mine[nb]:,g} "
+                           f"and {other.replace('yun2022_table', 'Table ')}'s column paper {names[ocol]} = "
+                           f"{sizes[nb]:,g} both run at N = {nb[0]:,}, B = {nb[1]:,} here: at that size these runs "
+                           f"vary neither N nor B, only η and λ at one tuning factor, so the dimension each table "
+                           f"is about ({names[col]} here, {names[ocol]} there) is tested only across its own columns.")
+        self._sizes[name] = (col, {(int(n), int(b)): v for n, b, v in
+                                   zip(results["n"], results["batch_size"], results[f"paper_{col}"])})
+        return " ".join(out)
 
     def found_text(self, name: str, found: pd.DataFrame, res: pd.DataFrame) -> str:
         """What table ``name``'s runs show, in a few sentences computed from them: the verdicts over its columns

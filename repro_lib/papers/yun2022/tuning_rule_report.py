@@ -24,8 +24,11 @@ WINDOW = 5
 #: the rule "recovers" Δθ when the rule's Δθ at 4B is within this factor of the tuned Δθ at B (the 25 % the Sec. 3
 #: notebook allows for "shared" Δθ; our reading, the paper gives no number)
 SAME_ANGLE = 1.25
+#: the rule "recovers" the tuned accuracy when it is not worse by more than this many points (a non-inferiority
+#: margin, ``results.findings.judge_difference`` "≳"; Sec. 6 of the Yun et al. notebooks uses the same point)
+RECOVER_MARGIN = 1.0
 #: the level of the paired intervals
-LEVEL = 0.95
+LEVEL = fnd.LEVEL
 #: the three settings compared, in the order of tables and figures
 ARMS = ("tuned at B", "rule at 4B", "control at 4B")
 PAPER = "Yun et al. 2022"
@@ -33,15 +36,13 @@ PAPER = "Yun et al. 2022"
 
 # ------------------------------------------------------------------------------------------- numbers
 def paired_interval(diffs, level: float = LEVEL) -> dict:
-    """Mean of per-seed paired differences and its Student-t interval: ``mean``, ``lo``, ``hi``, ``half`` (the
-    half-width), ``n`` (finite differences used). NaN bounds with fewer than two differences."""
-    from scipy import stats
-
-    d = np.asarray([float(v) for v in diffs if v is not None and math.isfinite(float(v))], dtype=float)
+    """Mean of per-seed paired differences and its Student-t interval (``results.findings.difference`` of the
+    differences against zero): ``mean``, ``lo``, ``hi``, ``half`` (the half-width), ``n`` (finite differences used),
+    ``diff`` (the ``findings.Difference``). NaN bounds with fewer than two differences."""
+    d = pd.Series([float(v) for v in diffs if v is not None and math.isfinite(float(v))], dtype=float)
+    iv = fnd.difference(d, pd.Series(0.0, index=d.index), level=level) if len(d) else fnd.NO_DIFFERENCE
     n = len(d)
-    mean = float(d.mean()) if n else math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    return dict(mean=mean, lo=mean - half, hi=mean + half, half=half, n=n)
+    return dict(mean=iv.diff if n else math.nan, lo=iv.lo, hi=iv.hi, half=iv.resolution, n=n, diff=iv)
 
 
 def window_angle(history: list[dict], cfg) -> float:
@@ -168,11 +169,12 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
     settled = reg["settled"]
     rows = []
 
-    def row(item, claim, paper_value, ours, iv, word_reason, detail):
+    def row(item, claim, paper_value, ours, iv, word_reason, detail, interval=None):
         word, reason = word_reason
         rows.append(dict(item=item, claim=claim, paper_value=paper_value, ours=ours, mean=iv.get("mean"),
                          lo=iv.get("lo"), hi=iv.get("hi"), seeds=iv.get("n", 0), word=word, reason=reason,
-                         verdict=fnd.verdict_words(word, reason, detail)))
+                         verdict=fnd.verdict_words(word, reason, detail),
+                         interval=interval or fnd.interval_fields(iv.get("diff", fnd.NO_DIFFERENCE))))
 
     # 1. Δθ: the rule's at 4B over the tuned one at B (paired log-ratio); the control's beside it
     p = _pairs(a, "dtheta", ARMS[1], ARMS[0])
@@ -182,20 +184,17 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
     band = math.log(SAME_ANGLE)
     ratio = {k: math.exp(iv[k]) if math.isfinite(iv[k]) else math.nan for k in ("mean", "lo", "hi")}
     cratio = math.exp(ivc["mean"]) if math.isfinite(ivc["mean"]) else math.nan
-    if iv["n"]:
-        holds = abs(iv["mean"]) <= band
-        inside = math.isfinite(iv["half"]) and -band <= iv["lo"] and iv["hi"] <= band
-        outside = math.isfinite(iv["half"]) and (iv["lo"] > band or iv["hi"] < -band)
-        judged = fnd.judge(holds, inside if holds else outside, seeds=iv["n"], real_data=real, settled=settled)
-    else:
-        judged = fnd.judge(None, False)
+    # "the same Δθ": the paired log-ratio's interval inside ±log(SAME_ANGLE) (an "≈" with that margin)
+    judged = (fnd.judge_difference(iv["diff"], "≈", margin=band, settled=settled, real_data=real) if iv["n"]
+              else fnd.judge(None, False))
     pp = paper_protocol()
     t3 = f"Table 3 (b), B = {pp['batch_size']} → {pp['big']}" if pp else "Table 3 (b)"
     row("Eq. 27, λ × 4 at B × 4", "the rule's weight decay at 4B recovers the angular update per epoch of the "
         "tuned setting at B", "the same tuning factor, the same Δθ per epoch (Eq. 27; Fig. 4, after 50 epochs)",
         f"Δθ rule / tuned {_ratio(ratio)}, control / tuned {fnd.num(cratio)}",
         dict(iv, mean=ratio["mean"], lo=ratio["lo"], hi=ratio["hi"]), judged,
-        f"ratio {_ratio(ratio)} (same: within ×{SAME_ANGLE:g}); keeping λ: {fnd.num(cratio)}")
+        f"ratio {_ratio(ratio)} (same: within ×{SAME_ANGLE:g}); keeping λ: {fnd.num(cratio)}",
+        interval=fnd.interval_fields(iv["diff"], margin=band))
 
     # 2./3. accuracy: rule − control and rule − tuned, paired by seed
     paper_d = {(ARMS[1], ARMS[2]): pp.get("rule", math.nan) - pp.get("control", math.nan),
@@ -208,16 +207,12 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
         paper_value = f"{t3}: {_short(x)} − {_short(y)} {fnd.num(paper_d[(x, y)], '+.2f')} points"
         p = _pairs(a, "test_acc", x, y)
         iv = paired_interval(p[x] - p[y]) if len(p) else paired_interval([])
-        if not iv["n"]:
-            judged = fnd.judge(None, False)
-        elif directional:
-            judged = fnd.judge(iv["mean"] > 0, math.isfinite(iv["half"]) and (iv["lo"] > 0 or iv["hi"] < 0),
-                               seeds=iv["n"], real_data=real, settled=settled)
-        else:  # recovered: the interval reaches 0 or lies above it
-            top = iv["hi"] if math.isfinite(iv["hi"]) else iv["mean"]
-            judged = fnd.judge(top >= 0, top < 0, seeds=iv["n"], real_data=real, settled=settled, tolerant=True)
+        rel, margin = (">", None) if directional else ("≳", RECOVER_MARGIN)  # recovered: not worse by > margin
+        judged = (fnd.judge_difference(iv["diff"], rel, margin=margin, settled=settled, real_data=real) if iv["n"]
+                  else fnd.judge(None, False))
         row(item, claim, paper_value, f"{_short(x)} − {_short(y)} {_points(iv)}", iv, judged,
-            f"{_short(x)} − {_short(y)} {_points(iv)}")
+            f"{_short(x)} − {_short(y)} {_points(iv)}" + (f" (margin −{margin:g})" if margin else ""),
+            interval=fnd.interval_fields(iv["diff"], paper_effect=paper_d[(x, y)], margin=margin))
 
     # 4. the paper's own reading (Tables 3-4): the rule's λ is best or second of the searched values at 4B
     cells = search(results)
@@ -229,18 +224,27 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
         rank = int(mine["rank"].iloc[0])
         others = big[~np.isclose(big.weight_decay, w, rtol=1e-9, atol=0)].sort_values("test_acc", ascending=False)
         margin = float(mine.test_acc.iloc[0] - others.test_acc.iloc[0]) if len(others) else math.nan
-        sds = [v for v in (mine["std"].iloc[0], others["std"].iloc[0] if len(others) else math.nan) if pd.notna(v)]
-        spread = float(max(sds)) if sds else math.nan  # the larger seed sd of the two cells
-        beyond = math.isfinite(spread) and abs(margin) > spread
-        judged = fnd.judge(rank <= 2, beyond, seeds=int(mine.runs.iloc[0] - mine.diverged.iloc[0]), real_data=real,
-                           settled=settled, tolerant=True)
+        # the paired interval of (rule − best other λ), and for a rank below second the one to the second cell
+        per = results[(results.stage == "transfer") & (results.status == "finished")].pivot_table(
+            index="seed", columns="weight_decay", values="test_acc", aggfunc="mean")
+        col = lambda wd: next((per[c] for c in per.columns if np.isclose(c, wd, rtol=1e-9, atol=0)),  # noqa: E731
+                              pd.Series(dtype=float))
+        d_best = fnd.difference(col(w), col(float(others.weight_decay.iloc[0]))) if len(others) else fnd.NO_DIFFERENCE
+        seeds = int(mine.runs.iloc[0] - mine.diverged.iloc[0])
+        if real and seeds < fnd.MIN_SEEDS:
+            judged = ("undecided", f"{seeds} seed{'s' if seeds != 1 else ''} on real images, {fnd.MIN_SEEDS} needed")
+        elif rank <= 2:
+            judged = ("holds", "")
+        else:
+            second = float(others.weight_decay.iloc[1]) if len(others) > 1 else float(others.weight_decay.iloc[0])
+            judged = fnd.judge_difference(fnd.difference(col(w), col(second)), ">", settled=settled, real_data=real)
         word = {1: "best", 2: "second"}.get(rank, f"rank {rank} of {len(big)}")
         row("Eq. 27, λ × 4 at B × 4 (Tables 3-4's reading)", "at 4B the rule's weight decay is best or second of "
             "the searched values", _paper_rank(pp, t3),
-            f"{word} of {len(big)}, margin {fnd.num(margin, '+.2f')}", dict(mean=rank, lo=math.nan, hi=math.nan,
-                                                                            n=int(mine.runs.iloc[0])),
-            judged, f"{word} of {len(big)} values of λ at 4B, margin {fnd.num(margin, '+.2f')} to the best other "
-                    f"(seed sd {fnd.num(spread)})")
+            f"{word} of {len(big)}, {d_best.text()} to the best other", dict(mean=rank, lo=math.nan, hi=math.nan,
+                                                                              n=int(mine.runs.iloc[0])),
+            judged, f"{word} of {len(big)} values of λ at 4B, {d_best.text()} points to the best other λ "
+                    f"(paired by seed)", interval=fnd.interval_fields(d_best))
     else:
         row("Eq. 27, λ × 4 at B × 4 (Tables 3-4's reading)", "at 4B the rule's weight decay is best or second of "
             "the searched values", _paper_rank(pp, t3), "", {}, fnd.judge(None, False), "")
@@ -277,10 +281,12 @@ def _points(iv: dict) -> str:
 
 
 def claims(found: pd.DataFrame, data: str, results: pd.DataFrame, model: str) -> list[dict]:
-    """The rows ``results.publish.record_claims`` writes (one per claim of :func:`findings`)."""
+    """The rows ``results.publish.record_claims`` writes (one per claim of :func:`findings`), with the interval
+    fields of ``results.findings.interval_fields``."""
     minutes = fnd.train_minutes(results)
     return [dict(paper=PAPER, item=f"{r.item}, timm {model}", claim=r.claim, data=data, seeds=int(r.seeds),
-                 ours=r.ours, paper_value=r.paper_value, verdict=r.verdict, train_minutes=minutes)
+                 ours=r.ours, paper_value=r.paper_value, verdict=r.verdict, word=r.word, train_minutes=minutes,
+                 **r.interval)
             for r in found.itertuples()]
 
 

@@ -257,6 +257,12 @@ CPU_CAP_MINUTES = 45.0
 # (the optimizers ``fit_many`` does not implement) cost more per image than these stack-based rates. The same run
 # measured up to 2x apart on different days of the same 2-core machine type, so an estimate is good to a factor
 # of 2.
+#: the models whose rate above comes from stacked records (3-member ``fit_many`` groups), and what a run of them
+#: costs more when it trains alone (a plan with ``max_members`` 1, or an optimizer ``fit_many`` does not implement:
+#: SGDP, the Adam family): 1.32 per member at B = 64 in one ``bench_fit.py`` run, 1.43 in the AdamP CIFAR records
+#: (2 threads); the other models' rates come from unstacked records already
+STACKED_RATES = {"resnet18"}
+UNSTACKED_FACTOR = 1.35
 CPU_MS_PER_IMAGE_EPOCH = {"resnet18": 0.86, "preresnet32": 3.0, "densenet100": 5.2, "vgg11_bn": 0.30,
                           "vgg13_bn": 0.40, "vgg16_bn": 0.47, "vgg19_bn": 0.57,
                           # timm test_byobnet (width ignored): fit on the JPEG stand-in, 3 epochs each at B = 16, 32,
@@ -346,7 +352,8 @@ def shrink_rules(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) -> 
             raise ValueError("paper_plan: needed for a plan without paper_n / paper_batch_size / paper_lr columns")
         first = lambda p: p[p["seed"] == p["seed"].min()].reset_index(drop=True)  # noqa: E731
         rows, theirs = first(plan), first(paper_plan)
-        keys = [k for k in rows.columns if k in theirs.columns and k not in ("seed", "cfg")
+        sizes = ("seed", "cfg", "n", "batch_size", "lr", "weight_decay", "num_epochs", "width")  # sizes, not labels
+        keys = [k for k in rows.columns if k in theirs.columns and k not in sizes
                 and rows[k].map(lambda v: isinstance(v, (str, int, bool))).all()]
         index = {tuple(r[k] for k in keys): c for (_, r), c in zip(theirs.iterrows(), theirs.cfg)}
         missing = [tuple(r[k] for k in keys) for _, r in rows.iterrows() if tuple(r[k] for k in keys) not in index]
@@ -393,20 +400,26 @@ def shrink_breaks(plan: pd.DataFrame, paper_plan: pd.DataFrame | None = None) ->
 
 def estimate_cpu_minutes(plans) -> float:
     """Training minutes of ``plans`` (one plan DataFrame or a list) on 2 CPU threads from the measured rates
-    (``CPU_MS_PER_IMAGE_EPOCH`` x ``CPU_BATCH_FACTOR`` x (width / 8)^2 x image area / 32^2), each distinct run
-    (config hash) once, evaluation excluded.
+    (``CPU_MS_PER_IMAGE_EPOCH`` x ``CPU_BATCH_FACTOR`` x (width / 8)^2 x image area / 32^2, x ``UNSTACKED_FACTOR``
+    for a run of a ``STACKED_RATES`` model that trains alone: its plan's ``attrs["max_members"]`` is 1 or absent, or
+    its optimizer is not plain SGD), each distinct run (config hash) once, evaluation excluded.
     An estimate from the published records, not a timed run; an unknown model is a ``ValueError``."""
     from .data import DATASETS
 
     plans = [plans] if isinstance(plans, pd.DataFrame) else list(plans)
     total_ms = 0.0
-    cfgs = {cfg.hash: cfg for plan in plans for cfg in plan["cfg"]}  # a run two tables share trains once
-    for cfg in cfgs.values():
+    cfgs = {}
+    for plan in plans:  # a run two tables share trains once
+        members = int(plan.attrs.get("max_members", 1))
+        for cfg in plan["cfg"]:
+            cfgs.setdefault(cfg.hash, (cfg, members > 1 and cfg.optimizer == "sgd"))
+    for cfg, stacked in cfgs.values():
         if cfg.model not in CPU_MS_PER_IMAGE_EPOCH:
             raise ValueError(f"model: no measured cpu rate for {cfg.model!r} ({sorted(CPU_MS_PER_IMAGE_EPOCH)})")
         area = (DATASETS[cfg.dataset].image_size / 32) ** 2 if cfg.dataset in DATASETS else 1.0
+        alone = UNSTACKED_FACTOR if cfg.model in STACKED_RATES and not stacked else 1.0
         total_ms += (cfg.n * cfg.num_epochs * CPU_MS_PER_IMAGE_EPOCH[cfg.model] * _batch_factor(cfg.batch_size)
-                     * ((cfg.width or 8) / 8) ** 2 * area)
+                     * ((cfg.width or 8) / 8) ** 2 * area * alone)
     return total_ms / 60000
 
 

@@ -47,8 +47,10 @@ Record format (``"format"`` in a record; row-wise records of earlier versions, w
   little-endian bytes, byte-shuffled, zlib-compressed and base85-encoded. Nothing is rounded: every float reads
   back bit for bit. A 100-epoch record with the per-tensor tracker series is about a fifth of its row-wise size.
 * Every record and running file also holds ``env`` (``repro_lib``: package version, ``torch``: its version,
-  ``device``: "cpu" or the CUDA device name the run used, ``num_threads``: ``torch.get_num_threads()``) and
-  ``results_version`` (``config.RESULTS_VERSION`` when it was written).
+  ``device``: "cpu" or the CUDA device name the run used, ``num_threads``: ``torch.get_num_threads()``, ``cpu``:
+  :func:`cpu_identity`, the processor's model and vector capability) and ``results_version``
+  (``config.RESULTS_VERSION`` when it was written). A run re-trains bit for bit on the same CPU with the same
+  thread count; on another CPU the kernels may round differently, and the result agrees within the seed noise.
 
 The index (``runs()``) is built by scanning ``runs/``. This module stores; it does not train.
 """
@@ -251,10 +253,41 @@ def _device_name(device: str) -> str:
     return d.type
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_identity() -> dict:
+    """The CPU a run trains on, as far as this machine tells: ``model`` (the model name of ``/proc/cpuinfo``, else
+    ``platform.processor()``), ``family`` and ``model_id`` (the x86 family / model numbers, where known) and
+    ``capability`` (``torch.backends.cpu.get_cpu_capability()``, the vector instructions torch's kernels use).
+    Two CPUs that differ here may round a run differently: bit-for-bit reproduction needs the same CPU and thread
+    count."""
+    import platform
+
+    info = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "cpu family", "model") and key not in info:
+                info[key] = value.strip()
+            if len(info) == 3:
+                break
+    except OSError:
+        pass
+    try:
+        capability = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # an old torch
+        capability = "unknown"
+    as_int = lambda v: int(v) if v is not None and str(v).isdigit() else v  # noqa: E731
+    return {"model": info.get("model name") or platform.processor() or platform.machine(),
+            "family": as_int(info.get("cpu family")), "model_id": as_int(info.get("model")),
+            "capability": capability}
+
+
 def provenance(cfg) -> dict:
     """``env`` and ``results_version`` of a record written now for ``cfg`` (module docstring)."""
     return {"env": {"repro_lib": package_version(), "torch": torch.__version__,
-                    "device": _device_name(getattr(cfg, "device", "auto")), "num_threads": torch.get_num_threads()},
+                    "device": _device_name(getattr(cfg, "device", "auto")), "num_threads": torch.get_num_threads(),
+                    "cpu": cpu_identity()},
             "results_version": _config.RESULTS_VERSION}
 
 

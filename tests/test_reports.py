@@ -240,3 +240,41 @@ def test_every_published_verdict_is_holds_no_or_undecided(claims):
         assert word, f"{claims}: {r['item']}: {r['verdict']!r}"
         if word == "undecided":
             assert r["verdict"].startswith("undecided ("), f"{claims}: {r['item']}: no reason: {r['verdict']!r}"
+
+
+def _real_claims():
+    for path in sorted(REPORTS.glob("*/*/claims.json")):
+        for c in json.loads(path.read_text()):
+            if not str(c.get("data", "")).startswith(("exact arithmetic", "synthetic")):
+                yield path.parent.name, c
+
+
+def test_every_real_data_claim_states_its_interval_and_resolution():
+    """Every claim measured on real images carries ``ci`` ([lo, hi] of the tested difference; null bounds only where
+    no interval exists yet: too few seeds or runs) and ``resolution``; an "≈" claim also its ``margin``."""
+    seen = 0
+    for name, c in _real_claims():
+        seen += 1
+        assert "ci" in c and "resolution" in c, (name, c["item"])
+        lo, hi = c["ci"]
+        if lo is None:
+            assert c["verdict"].startswith("undecided") or publish.not_run(c), (name, c["item"], c["verdict"])
+        else:
+            assert lo <= hi and c["resolution"] == pytest.approx((hi - lo) / 2), (name, c["item"])
+        if "≈" in c["claim"]:
+            assert c.get("margin"), (name, c["item"])
+    assert seen > 20
+
+
+def test_no_published_verdict_contradicts_its_interval():
+    """*no* never has 0 inside its interval, "within the noise" never has 0 outside it, and a grid claim's *no*
+    rests on an interval below 0 (``ci`` is yellow − best other; below 0 whenever yellow − second is)."""
+    for name, c in _real_claims():
+        lo, hi = c.get("ci", [None, None])
+        if lo is None:
+            continue
+        word = c.get("word") or publish.verdict_word(c["verdict"])
+        if word == "no" and "≈" not in c["claim"] and "≳" not in c["claim"]:
+            assert not (lo <= 0 <= hi), (name, c["item"], c["verdict"], c["ci"])
+        if "within the noise" in c["verdict"]:
+            assert lo <= 0 <= hi, (name, c["item"], c["verdict"], c["ci"])

@@ -389,11 +389,13 @@ def test_row_wise_records_of_earlier_versions_still_load(tmp_path):
 
 def test_records_carry_provenance(tmp_path):
     """Every final record and running file says what produced it: package and torch versions, the device the run
-    used, torch's thread count, and RESULTS_VERSION."""
+    used, torch's thread count, the CPU (model and the vector capability torch's kernels use: two CPUs may round
+    the same run differently), and RESULTS_VERSION."""
     import importlib.metadata
 
     import torch
 
+    from repro_lib import store as store_mod
     from repro_lib.config import RESULTS_VERSION
 
     cfg = _cfgs()[0].replace(num_epochs=1)
@@ -404,6 +406,7 @@ def test_records_carry_provenance(tmp_path):
     done = json.loads((tmp_path / "runs" / f"{cfg.hash}.json").read_text())
     for rec in (running, done):
         assert rec["env"] == {"repro_lib": importlib.metadata.version("repro_lib"), "torch": torch.__version__,
-                              "device": "cpu", "num_threads": torch.get_num_threads()}
+                              "device": "cpu", "num_threads": torch.get_num_threads(), "cpu": store_mod.cpu_identity()}
+        assert rec["env"]["cpu"]["capability"] == torch.backends.cpu.get_cpu_capability() and rec["env"]["cpu"]["model"]
         assert rec["results_version"] == RESULTS_VERSION
     assert store.get(cfg)["status"] == "finished" and "env" not in store.runs()[0]

@@ -80,7 +80,7 @@ def _adamp_cifar(profile: str, seed: int = 0, dataset: str = "", device: str = "
 
 
 #: the cpu cap of the notebooks that need more than ``profiles.CPU_CAP_MINUTES`` to decide their claims (each says
-#: why in its text): two tables in one notebook, Sec. 3's 54 runs, Li & Arora's 5 seeds
+#: why in its text): two tables in one notebook, Sec. 3's 54 runs, Li & Arora's 5 seeds, AdamP's 24 unstacked runs
 LONG_CAP = 2 * CPU_CAP_MINUTES
 
 
@@ -101,6 +101,10 @@ class Notebook:
     #: the minutes its ``cpu`` grid may train on 2 threads (the cost model's estimate,
     #: ``profiles.estimate_cpu_minutes``); above ``profiles.CPU_CAP_MINUTES`` only where the notebook says why
     cpu_cap: float = CPU_CAP_MINUTES
+    #: the shrink rules its ``cpu`` plan keeps: None for a paper's protocol shrunk (``profiles.shrink_breaks``
+    #: against its ``paper`` plan), else a function plan -> the rules it breaks, for a notebook whose protocol is
+    #: its own (the tuning-rule tutorial changes B at a fixed η on purpose)
+    rules: Callable[[pd.DataFrame], list[str]] | None = None
 
     def max_members(self, profile: str) -> int:
         """The ``max_members`` the notebook passes to ``run_sweep`` (its experiment's, else 1)."""
@@ -123,9 +127,11 @@ NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for nb in (
     Notebook("yun2022_table9", YUN, "Table 9", _yun("yun2022_table9")),
     Notebook("yun2022_section6", YUN, "Sec. 6, Fig. 8"),
     Notebook("tuning_rule", YUN, "the tuning rule (Eq. 27) on a network the papers did not use",
-             _tuning_rule),
+             _tuning_rule, rules=tuning_rule.breaks),
     Notebook("adamp_toys", ADAMP, "Figs 1, 3 and H.1, Lemmas 2.1-2.2, Cor. 2.3"),
-    Notebook("adamp_cifar", ADAMP, "norm growth and accuracy on CIFAR-10 (Sec. 3-4)", _adamp_cifar),
+    # four optimizers x two weight decays x 3 seeds, none of them stacked (fit_many trains plain SGD only)
+    Notebook("adamp_cifar", ADAMP, "norm growth and accuracy on CIFAR-10 (Sec. 3-4)", _adamp_cifar,
+             cpu_cap=LONG_CAP),
     Notebook("adamp_delta", ADAMP, "Appendix C, Table B.1"),
     Notebook("adamp_imagenet", ADAMP, "Tables 1-2"),
     Notebook("li_arora_equivalence", LI_ARORA, "Sec. 2, Thm 1.1 / 2.9"),

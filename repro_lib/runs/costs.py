@@ -94,7 +94,8 @@ def cost_table(reports: str | os.PathLike = "reports") -> str:
                  else f"{_hours(r['gpu_hours'])} / {_hours(r['paper_hours'])}")
         rows.append([f"`{r['notebook']}`", r["reproduces"], str(r["runs"]), _millions(r["image_epochs"]),
                      f"~{r['estimated_min']:.0f}", trained, hours])
-    return "\n".join(markdown_lines(COLUMNS, rows))
+    head = (*COLUMNS[:-1], f"`gpu` / `paper` GPU-hours ({profiles.gpu_hours_label()})")
+    return "\n".join(markdown_lines(head, rows))
 
 
 def cost_block(reports: str | os.PathLike = "reports") -> str:

@@ -93,35 +93,52 @@ def rerender(reports: str | os.PathLike = "reports", names=None, log=None) -> li
     return outcomes
 
 
+#: where the cost table lives, relative to the README's folder
+PROFILES_DOC = Path("docs") / "profiles.md"
+
+
 def readme_blocks(reports: str | os.PathLike = "reports") -> list[tuple[str, str, str]]:
-    """The README's generated blocks: (begin marker, end marker, content) for the results and the cost table."""
+    """The generated blocks: (begin marker, end marker, content) for the results table (the README) and the cost
+    table (``docs/profiles.md``; a document holds the blocks whose markers it has)."""
     return [(publish.BEGIN, publish.END, publish.readme_block(reports)),
             (costs.BEGIN, costs.END, costs.cost_block(reports))]
 
 
-def update_readme(readme: str | os.PathLike = "README.md", reports: str | os.PathLike = "reports") -> bool:
-    """Replace the README's results block (and, where the README has one, its cost block) by what ``reports``
-    gives, and write ``reports/README.md`` (the full per-claim table, :func:`publish.full_table`); True if a
-    file changed."""
+def _documents(readme) -> list[Path]:
+    """The README and, where it exists beside it, ``docs/profiles.md``."""
     path = Path(readme)
-    text = path.read_text()
-    if publish.BEGIN not in text or publish.END not in text:
+    doc = path.parent / PROFILES_DOC
+    return [path, *([doc] if doc.exists() else [])]
+
+
+def update_readme(readme: str | os.PathLike = "README.md", reports: str | os.PathLike = "reports") -> bool:
+    """Replace the generated blocks of the README (results) and of ``docs/profiles.md`` beside it (costs) by what
+    ``reports`` gives, and write ``reports/README.md`` (the full per-claim table, :func:`publish.full_table`); True
+    if a file changed."""
+    path = Path(readme)
+    if publish.BEGIN not in path.read_text() or publish.END not in path.read_text():
         raise ValueError(f"{path}: no {publish.BEGIN} ... {publish.END} block to fill")
-    new = publish.replace_blocks(text, readme_blocks(reports))
-    if new != text:
-        path.write_text(new)
+    blocks, changed = readme_blocks(reports), False
+    for doc in _documents(readme):
+        text = doc.read_text()
+        new = publish.replace_blocks(text, blocks)
+        if new != text:
+            doc.write_text(new)
+            changed = True
     full = Path(reports) / "README.md"
     table = publish.full_table(reports)
-    changed_full = not full.exists() or full.read_text() != table
-    if changed_full:
+    if not full.exists() or full.read_text() != table:
         full.write_text(table)
-    return new != text or changed_full
+        changed = True
+    return changed
 
 
 def readme_current(readme: str | os.PathLike = "README.md", reports: str | os.PathLike = "reports") -> bool:
-    """Whether every generated block the README has and ``reports/README.md`` are what ``reports`` gives."""
+    """Whether every generated block of the README and ``docs/profiles.md``, and ``reports/README.md``, are what
+    ``reports`` gives."""
     full = Path(reports) / "README.md"
-    return (publish.blocks_current(readme, readme_blocks(reports)) and full.exists()
+    blocks = readme_blocks(reports)
+    return (all(publish.blocks_current(doc, blocks) for doc in _documents(readme)) and full.exists()
             and full.read_text() == publish.full_table(reports))
 
 

@@ -55,8 +55,10 @@ PROGRESS_ENV = "REPRO_PROGRESS"  # "lines": one line per run instead of progress
 
 
 def progress_lines() -> bool:
-    """True under the notebook runner (``$REPRO_PROGRESS=lines``): training prints one line per finished run
-    instead of progress bars, which would leave every refresh in the saved notebook."""
+    """True under the notebook runner (``$REPRO_PROGRESS=lines``): training reports progress as short lines
+    instead of progress bars, which would leave every refresh in the saved notebook. ``runs.sweep.run_sweep``
+    writes them into one output line that each finished run overwrites, naming the run (its method or cell and
+    seed), and ends it with the sweep's status line, so the saved notebook holds that one line."""
     return os.environ.get(PROGRESS_ENV, "").lower() == "lines"
 
 

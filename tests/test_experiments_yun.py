@@ -241,5 +241,7 @@ def test_paper_profile_summary_counts_the_grid_instead_of_printing_it(tmp_path, 
 
     YunTables("yun2022_table1", ["yun2022_table1"], profile="paper", results_dir=tmp_path).summary()
     out = capsys.readouterr().out
-    assert "cells, 315 runs; 0 of the runs in the store" in out
+    assert out.startswith("yun2022_table1 so far: 0 of 315 runs in the store; 0 of 15 columns checked (with runs)")
+    assert "105 cells, none with a run in the store yet" in out
+    assert "minutes on 2 CPU threads" not in out  # the cpu estimate belongs to the cpu profile
     assert len(out.splitlines()) < SHOW_CELLS

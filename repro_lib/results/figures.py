@@ -1,7 +1,9 @@
 """Figures from run histories, the way the papers draw them. No training here.
 
 * ``theme``: seaborn's theme for every figure of the package (each notebook calls it once, in its imports cell).
-* ``legend_outside``: an axes' legend beside it, never over the curves.
+* ``legend_outside``: an axes' legend beside it, never over the curves, its text at least :data:`MIN_FONT` pt.
+* ``cell_labels``: what a line of a grid's runs is, in words ("B = 32 (yellow)", "N = 1,000, η = 3.2"), naming
+  only what differs between the lines.
 * ``plot_angular``: Δθ per epoch curves with the predicted level arccos(1 − tuning factor) (Yun et al. Eq. 27),
   and the same axes for the effective learning rates and the weight norm; the legend beside the axes, never over
   the curves.
@@ -12,32 +14,80 @@ import math
 
 import pandas as pd
 
+MIN_FONT = 9.0  # pt: the smallest text of a figure (tick labels, legends, notes on the axes)
+# the columns of a grid's runs that name a cell, in the order a label lists them, and how a label writes each
+CELL_KEYS = ("subtable", "n", "batch_size", "lr", "weight_decay")
+_CELL_NAMES = {"n": "N", "batch_size": "B", "lr": "η", "weight_decay": "λ"}
+_FONT_KEYS = ("font.size", "axes.labelsize", "axes.titlesize", "xtick.labelsize", "ytick.labelsize",
+              "legend.fontsize", "legend.title_fontsize", "figure.titlesize")
+
 
 def theme() -> None:
     """Seaborn's theme for every figure of the package: white grid, the tab10 palette, the notebook context with
-    slightly smaller fonts, so that a notebook's figures look alike and read like the papers' line plots."""
+    slightly smaller fonts, none below :data:`MIN_FONT` pt, so that a notebook's figures look alike and read like
+    the papers' line plots."""
+    import matplotlib as mpl
     import seaborn as sns
 
     sns.set_theme(context="notebook", style="whitegrid", palette="tab10", font_scale=0.85)
+    for key in _FONT_KEYS:
+        size = mpl.rcParams[key]
+        if isinstance(size, (int, float)) and size < MIN_FONT:
+            mpl.rcParams[key] = MIN_FONT
 
 
 def legend_outside(ax, title: str | None = None) -> None:
-    """Move ``ax``'s legend beside the axes (upper left, just right of them), so no curve is hidden; no legend:
-    nothing to do. ``title`` replaces the legend's title (a column name is rarely what a reader should see)."""
+    """Move ``ax``'s legend beside the axes (upper left, just right of them), so no curve is hidden, its entries
+    in :data:`MIN_FONT` pt and its title a little larger; no legend: nothing to do. ``title`` replaces the legend's
+    title (a column name is rarely what a reader should see)."""
     import seaborn as sns
 
     if ax.get_legend() is None:
         return
-    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), fontsize=7, title_fontsize=8, frameon=False,
-                    **({"title": title} if title is not None else {}))
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), fontsize=MIN_FONT, title_fontsize=MIN_FONT + 1,
+                    frameon=False, **({"title": title} if title is not None else {}))
+
+
+def _cell_value(key: str, v) -> str:
+    if key in ("n", "batch_size"):
+        return f"{int(v):,}"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def cell_labels(rows: pd.DataFrame, table: pd.DataFrame | None = None, keys=CELL_KEYS,
+                yellow: bool = True) -> list[str]:
+    """A legend label per row of ``rows`` (runs or cells of a Yun et al. grid: ``subtable``, ``n``,
+    ``batch_size``, ``lr``, ``weight_decay``), naming only what tells the rows apart: "N = 500, η = 3.2",
+    "(b) λ = 0.0004". Where nothing does (one cell, or its seeds), the label names the cell's size: N or B where
+    that varies over ``table`` (the whole grid the rows come from: "B = 32" for Table 5, whose rows are batch
+    sizes), else both ("N = 1,000, B = 64"). The sub-table letter appears only where sub-tables differ.
+    ``yellow``: a row whose ``yellow`` column is true (the paper's highlighted tuning factor) reads "… (yellow)"."""
+    present = [k for k in keys if k in rows]
+
+    def varying(frame, among=present):
+        return [k for k in among if k in frame and frame[k].nunique(dropna=True) > 1]
+
+    sizes = [k for k in ("n", "batch_size") if k in present]
+    named = (varying(rows) or (varying(table, sizes) if table is not None else []) or sizes or present[:1])
+    out = []
+    for _, r in rows.iterrows():
+        parts = [f"({r[k]})" if k == "subtable" else f"{_CELL_NAMES.get(k, k)} = {_cell_value(k, r[k])}"
+                 for k in named if not (k == "subtable" and not str(r[k]))]
+        label = ", ".join(parts).replace("), ", ") ")
+        if yellow and bool(r.get("yellow", False)):
+            label += " (yellow)"
+        out.append(label)
+    return out
 
 
 def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None = None,
-                 y: str = "angular_update", title: str = ""):
+                 y: str = "angular_update", title: str = "", legend_title: str | None = None):
     """Δθ (radians) per epoch, one line per ``hue`` value; ``predicted``: {label: tuning factor} draws the
     level arccos(1 − TF) of Eq. 27 as dashed lines, up to the first LR decay (the factor holds for the initial LR;
     after a ÷10 decay Eq. 27's factor is 10× smaller). For Δθ the y-axis is cut at 1.15× the largest value after
-    epoch 2 (the first epochs' rotation away from the initialization would flatten the rest; noted on the axis)."""
+    epoch 2 (the first epochs' rotation away from the initialization would flatten the rest; noted on the axis).
+    ``legend_title``: the legend's title (None: the ``hue`` column's name; "": none, for labels that say what they
+    are, :func:`cell_labels`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -56,7 +106,7 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
         if 0 < tf < 2:
             ax.hlines(math.acos(1 - tf), hist["epoch"].min(), end, linestyles="--", lw=1, color="gray")
             text = "arccos(1−TF)" if label == "TF" else f"arccos(1−TF), TF = {label}"
-            ax.annotate(text, (end, math.acos(1 - tf)), fontsize=7, ha="right", va="bottom", color="gray")
+            ax.annotate(text, (end, math.acos(1 - tf)), fontsize=MIN_FONT, ha="right", va="bottom", color="gray")
     cut = ""
     if y == "angular_update":  # the first epoch's large rotation from the initialisation would flatten the rest
         later = hist.loc[hist["epoch"] > 2, y]
@@ -68,7 +118,7 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
     ax.set_ylabel({"angular_update": "Δθ per epoch (rad)", "effective_lr": "η_eff = η/‖x‖² (per step)",
                    "effective_lr_epoch": "η_epoch = ηN/(B‖x‖²) (per epoch)",
                    "weight_norm": "‖x‖"}.get(y, y) + cut)
-    legend_outside(ax)
+    legend_outside(ax, title=legend_title)
     ax.set_xlabel("epoch")
     ax.set_title(title)
     return ax

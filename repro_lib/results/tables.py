@@ -243,8 +243,10 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
     e.g. ``row_keys=("batch_size",)`` for a B × N table). Seeds are averaged
     with the paper's rule (``sweep.aggregate``). Returns (HTML, verdicts): one verdict row per (sub-table,
     column) for ours and for the paper's cells that were run, with ``missing_runs`` (runs of the column not in
-    the store yet, ``run_sweep(collect=True)``; their cells read "missing"). With ``out_dir``, writes HTML + LaTeX per
-    sub-table and the verdicts as CSV.
+    the store yet, ``run_sweep(collect=True)``; their cells read "missing") and ``runs`` (those it holds). A
+    column without any run in the store is left out of the grids and named in one line under them
+    (:func:`unrun_text`), a sub-table without any run is not drawn. With ``out_dir``, writes HTML + LaTeX per
+    sub-table (every column) and the verdicts as CSV.
     """
     paper_rows = tuple(f"paper_{k}" for k in row_keys)
     keys = ["subtable", "row", col, f"paper_{col}", *row_keys, *paper_rows, "yellow", "paper_accuracy"]
@@ -264,7 +266,9 @@ def table_report(results: pd.DataFrame, col: str = "n", out_dir: str | Path | No
         data = f" — {dataset_label(g_cfgs)}" if (g_cfgs := _cfgs_of(results, sub)) else ""
         if out_dir is not None:  # the files hold every column, missing cells marked
             sd, _ = pivot_cells(g, "std", col=col, row_keys=row_keys)
-            export(style_grid(ours, ymask, caption=f"ours {label}{data}", sd=sd), Path(out_dir) / f"{name}{sub or ''}_ours")
+            spread = "; mean ± sd over seeds" if sd.notna().any().any() else ""
+            export(style_grid(ours, ymask, caption=f"ours {label}{data}{spread}", sd=sd),
+                   Path(out_dir) / f"{name}{sub or ''}_ours")
             export(style_grid(theirs, ymask_p, caption=f"paper {label}"), Path(out_dir) / f"{name}{sub or ''}_paper")
         empty = [c for c in held.index if held[c] == 0]
         if empty:  # columns without any run yet: one line below the tables instead of grids of "missing"
@@ -298,8 +302,8 @@ def unrun_text(unrun: list[tuple]) -> str:
         values = ", ".join(f"{v:,g}" + (f" (paper {paper[v]:,g})" if paper.get(v, v) != v else "") for v in empty)
         what = "every column" if len(empty) == len(every) else f"{name.get(col, col)} = {values}"
         parts.append(f"{label} {what}".strip())
-    return (f"Not run yet (no run in the store, so not shown above): {'; '.join(parts)}, "
-            f"{missing:,} run{'s' if missing != 1 else ''} in all.")
+    return (f"No run in the store yet, so not shown above: {'; '.join(parts)} "
+            f"({missing:,} run{'s' if missing != 1 else ''}).")
 
 
 def verdict_view(verdicts: pd.DataFrame) -> pd.DataFrame:

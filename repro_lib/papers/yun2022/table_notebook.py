@@ -48,6 +48,8 @@ def grid(plan: pd.DataFrame) -> pd.DataFrame:
 SHOW_CELLS = 30
 #: the columns of the findings table shown in the notebook (every column goes to ``<name>_findings.csv``)
 FINDINGS_SHOWN = 8
+#: the width the printed summary wraps at (a reader's screen, not a log line)
+LINE = 118
 
 
 def findings_view(found: pd.DataFrame, col: str) -> pd.DataFrame:
@@ -80,6 +82,39 @@ def findings_view(found: pd.DataFrame, col: str) -> pd.DataFrame:
     return view.drop(columns=empty).iloc[:, :FINDINGS_SHOWN]
 
 
+def unrun_columns(found: pd.DataFrame) -> pd.Series:
+    """Which columns of a findings table (``results.findings.findings``) have no run in the store at all: no
+    finished or diverged run, only missing ones."""
+    ran = found.get("seeds_max", found["seeds"]).fillna(0) + found.get("diverged", 0)
+    return (ran == 0) & (found.get("missing", 0) > 0)
+
+
+def say_columns(found: pd.DataFrame, col: str) -> str:
+    """The findings in words (``results.findings.say_findings``) for the columns with runs, and one line for all
+    the columns without any ("- **No run yet** in 14 columns: (a) N = 6,250, …; (b) every column …"), instead
+    of a line each that says only that its runs are missing."""
+    empty = unrun_columns(found)
+    text = say_findings(found[~empty], col=col) if (~empty).any() else ""
+    if not empty.any():
+        return text
+    name = {"n": "N", "batch_size": "B"}.get(col, col)
+    subs = found["subtable"].fillna("") if "subtable" in found else pd.Series("", index=found.index)
+    parts = []
+    for sub in dict.fromkeys(subs):
+        mine = subs == sub
+        gone = found[mine & empty]
+        if gone.empty:
+            continue
+        label = f"({sub}) " if sub else ""
+        every = len(gone) == int(mine.sum()) and len(gone) > 1
+        parts.append(f"{label}every column" if every
+                     else f"{label}{name} = " + ", ".join(f"{v:,g}" for v in gone[col]))
+    k, runs = int(empty.sum()), int(found.loc[empty, "missing"].sum())
+    line = (f"- **No run yet** in {k} column{'s' if k != 1 else ''} ({'; '.join(parts)}): *undecided*, "
+            f"{runs:,} runs missing.")
+    return f"{text}\n{line}" if text else line
+
+
 def optimum_across_columns(found: pd.DataFrame, results: pd.DataFrame, col: str) -> str:
     """Whether the optimum keeps its tuning factor while its η moves, across the columns of one sub-table of a
     swept grid (two or more columns of ``col`` = N or B): the yellow cell's η in each, the best cell's tuning
@@ -105,6 +140,21 @@ def optimum_across_columns(found: pd.DataFrame, results: pd.DataFrame, col: str)
             f"{' → '.join(f'{v:.3g}' for v in y)} at one tuning factor, {f['yellow_tf'].iloc[0]:.3g}; the best cell "
             f"is at tuning factor {', '.join(f'{t:.3g} (η {e:.3g})' for t, e in best)} and the fitted peaks at "
             f"{', '.join(peaks)}: the measured optimum's tuning factor {verdict} while its η moves with {name}.")
+
+
+def _wrap(text: str, indent: str = "  ", width: int = LINE) -> str:
+    """``text`` as indented lines of at most ``width`` characters, broken after "; " (so that no clause is split;
+    a clause longer than a line stays whole), the lines after the first indented further."""
+    lines, line = [], ""
+    for part in text.split("; "):
+        joined = f"{line}; {part}" if line else part
+        if line and len(indent) + len(joined) + 2 > width:
+            lines.append(line + ";")
+            line = part
+        else:
+            line = joined
+    lines.append(line)
+    return "\n".join((indent if i == 0 else indent + "  ") + ln for i, ln in enumerate(lines))
 
 
 def _span(values, fmt: str = ",g") -> str:
@@ -297,9 +347,13 @@ class YunTables:
         """Print per table what the chosen profile trains, computed from its plan (so the text cannot drift from
         the grid): runs, model, data (SYNTHETIC when it is), width, epochs and LR schedule, seeds, test images,
         image-epochs, the grid (:func:`grid`: each paper cell beside our N, B, η, λ and its tuning factor), and
-        the GPU-hour estimates of this profile and of the gpu and paper profiles."""
+        the GPU-hour estimates of this profile and of the gpu and paper profiles (the ``cpu`` profile also its
+        minutes on 2 CPU threads). A grid larger than :data:`SHOW_CELLS` cells (the paper's own) opens with its
+        progress (:meth:`progress`) and lists only the cells with runs in the store."""
         for name, plan in self.plans.items():
             cfg0 = plan.cfg.iloc[0]
+            if len(grid(plan)) > SHOW_CELLS:
+                print(self.progress(name))
             print(f"{name}: {len(plan)} runs, {cfg0.model} (scale_invariant={cfg0.scale_invariant}), "
                   f"dataset={cfg0.dataset}{' (SYNTHETIC)' if cfg0.synthetic else ''}, width={cfg0.width}, "
                   f"epochs={cfg0.num_epochs}, N={sorted(int(v) for v in plan.n.unique())}, "
@@ -315,35 +369,50 @@ class YunTables:
             else:  # the paper's whole grid: its size, and the cells with runs already in the store
                 store = Store(self.results_dir)
                 held = plan.cfg.map(lambda c: store.get(c) is not None).astype(bool)
-                print(f"  {len(cells)} cells, {len(plan)} runs; {int(held.sum())} of the runs in the store"
-                      + (", in these cells:" if held.any() else ""))
+                print(f"  {len(cells)} cells" + (", those with runs in the store:" if held.any()
+                                                 else ", none with a run in the store yet"))
                 if held.any():
                     print("  " + grid(plan[held]).to_string(index=False).replace("\n", "\n  "))
             paper = get(name).plan("paper")
-            print("  " + rules_text(plan, paper))
+            print(_wrap(rules_text(plan, paper)))
             gpu_h = {"gpu": profiles.estimate_gpu_hours(get(name).plan("gpu")),
                      "paper": profiles.estimate_gpu_hours(paper)}
-            print(f"  estimated GPU-hours (measured H200 rates, benchmarks/README.md): this profile "
-                  f"{profiles.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}"
-                  + (f"; estimated training minutes on 2 CPU threads: {profiles.estimate_cpu_minutes(plan):.0f}"
-                     if not plan.cfg.iloc[0].synthetic else ""))
+            print(_wrap(f"estimated GPU-hours (measured H200 rates, benchmarks/README.md): this profile "
+                        f"{profiles.estimate_gpu_hours(plan):.1f}, gpu {gpu_h['gpu']:.1f}, paper {gpu_h['paper']:.1f}"
+                        + (f"; estimated training minutes on 2 CPU threads: "
+                           f"{profiles.estimate_cpu_minutes(plan):.0f}"
+                           if self.profile == "cpu" and not cfg0.synthetic else "")))
+
+    def progress(self, name: str) -> str:
+        """How far table ``name``'s plan is, from the store under ``results_dir``: "yun2022_table1 so far: 17 of
+        315 runs in the store; 1 of 15 columns checked (with runs), 0 complete"."""
+        plan = self.plans[name]
+        store = Store(self.results_dir)
+        held = plan.cfg.map(lambda c: store.get(c) is not None).astype(bool)
+        keys = [k for k in ("subtable", "col") if k in plan] or ["n", "batch_size"]
+        per_col = held.groupby([plan[k] for k in keys]).agg(["sum", "size"])
+        checked, complete = int((per_col["sum"] > 0).sum()), int((per_col["sum"] == per_col["size"]).sum())
+        return (f"{name} so far: {int(held.sum()):,} of {len(plan):,} runs in the store; {checked} of "
+                f"{len(per_col)} column{'s' if len(per_col) != 1 else ''} checked (with runs), {complete} complete")
 
     def run(self, data_root: str = "", download: bool = False, collect: bool = False,
             runs_csv: str = "{name}_runs.csv") -> dict[str, pd.DataFrame]:
         """Check the data (``repro_lib.data.require_for``: one message if it is missing), then train every table's
         plan through ``sweep.run_sweep`` into the store under ``results_dir`` (finished runs are read back; gpu/paper:
-        cells sharing N and B train together as one stacked model, the profile's ``max_members``), print each
-        table's status counts and train time, write ``runs_csv`` (per table) into the output folder. ``collect``:
-        train nothing, read a cluster sweep's runs (absent ones: status "missing"). Returns ``{name: results}``."""
+        cells sharing N and B train together as one stacked model, the profile's ``max_members``), say each
+        table's status in one line (``sweep.status_line``), write ``runs_csv`` (per table) into the output folder.
+        ``collect``: train nothing, read a cluster sweep's runs (absent ones: status "missing"). Returns
+        ``{name: results}``."""
         if not collect:
             data.require_for([c for plan in self.plans.values() for c in plan.cfg], data_root or None, download)
         results = {}
         for name, plan in self.plans.items():
+            progress = self.profile != "smoke"  # with progress, run_sweep ends with the status line itself
             r = sweep.run_sweep(plan, Store(self.results_dir), data_root=data_root or None, download=download,
-                                progress=self.profile != "smoke",
-                                max_members=get(name).profiles[self.profile].max_members,
-                                collect=collect)
-            print(name, r.status.value_counts().to_dict(), f"train time {r.seconds.sum():.0f} s")
+                                progress=progress, max_members=get(name).profiles[self.profile].max_members,
+                                collect=collect, label=name)
+            if not progress:
+                print(sweep.status_line(r, name))
             r.drop(columns=["cfg", "history"]).to_csv(self.out_dir / runs_csv.format(name=name), index=False)
             results[name] = r
         return results
@@ -361,8 +430,8 @@ class YunTables:
         if not collect:
             data.require_for(list(plan.cfg), data_root or None, download)
         r = sweep.run_sweep(plan, Store(self.results_dir), data_root=data_root or None, download=download,
-                            progress=True, max_members=plan.attrs.get("max_members", 1), collect=collect)
-        print("bf16 check", r.status.value_counts().to_dict(), f"train time {r.seconds.sum():.0f} s")
+                            progress=True, max_members=plan.attrs.get("max_members", 1), collect=collect,
+                            label="bf16 check")
         r.drop(columns=["cfg", "history"]).to_csv(self.out_dir / runs_csv, index=False)
         return r
 
@@ -398,10 +467,10 @@ class YunTables:
             text = " ".join(t for t in (self.found_text(name, found, results),
                                         optimum_across_columns(found, results, col),
                                         self._untested(name, results, col)) if t)
-            display(Markdown(f"**{item}** ({data}). {text}\n\n" + say_findings(found, col=col)))
+            display(Markdown(f"**{item}** ({data}). {text}\n\n" + say_columns(found, col)))
         publish.record_claims(self.out_dir, [row for rows in self._claims.values() for row in rows])
         found.to_csv(self.out_dir / f"{name}_findings.csv", index=False)  # every column, for further analysis
-        return findings_view(found, col)
+        return findings_view(found[~unrun_columns(found)], col)
 
     def _untested(self, name: str, results: pd.DataFrame, col: str) -> str:
         """A sentence where a column of this table runs at the same cpu N and B as a column of a table shown before

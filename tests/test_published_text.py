@@ -192,3 +192,126 @@ def test_a_long_first_cell_is_found():
     found = problems(_notebook(first="# Title\n\n" + "The protocol in detail. " * 70))
     assert len(found) == 1 and found[0].startswith("first markdown cell")
     assert problems(_notebook(first="# Title\n\n" + "x" * (MAX_FIRST_CELL - 9))) == []
+
+
+# ------------------------------------------------------------------------------------ what the package prints
+
+
+def test_a_sweep_under_the_runner_leaves_one_line_naming_its_runs(tmp_path):
+    """Under the notebook runner ``run_sweep`` reports each finished run on one output line that the next
+    overwrites, naming the run (its cell and seed), and leaves the sweep's status line in the saved notebook: no
+    log of one line per run, no dict."""
+    from repro_lib.runs.notebook import run_notebook
+    from repro_lib.runs.sweep import run_names
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    params = nbformat.v4.new_code_cell('profile: str = "smoke"  # help\nresults_dir: str = "results"  # help')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# A sweep"), params, nbformat.v4.new_code_cell(
+        "from repro_lib.papers.yun2022 import grids\nfrom repro_lib.runs import sweep\n"
+        "plan = grids.get('yun2022_table2').plan('smoke', num_epochs=1)\n"
+        "res = sweep.run_sweep(plan, results_dir, progress=True, max_members=1, label='Table 2')")]
+    path = tmp_path / "sweep.ipynb"
+    nbformat.write(nb, path)
+    out = json.loads(run_notebook(path, "smoke", {}, results_dir=tmp_path / "results", progress=False).read_text())
+    outputs = out["cells"][-1]["outputs"]
+    shown = [line for o in outputs for _, text in _shown(o) for line in text.splitlines() if line.strip()]
+    assert shown == ["Table 2: 4 runs; all trained now; training time " + shown[0].rsplit("time ", 1)[1]], shown
+    assert problems(out) == []
+    from repro_lib.papers.yun2022 import grids
+
+    names = run_names(grids.get("yun2022_table2").plan("smoke"))
+    assert names[:2] == ["N = 250, η = 200, seed 0", "N = 500, η = 200, seed 0"]  # what tells the runs apart
+
+
+def test_a_grid_line_is_named_by_what_it_is():
+    """Legends name a line of a grid's runs by what tells it apart, never by an empty "()" or a constant."""
+    import pandas as pd
+
+    from repro_lib.results.figures import cell_labels
+
+    t5 = pd.DataFrame({"subtable": [""] * 5, "n": [1562] * 5, "batch_size": [8, 16, 32, 64, 128], "lr": [0.1] * 5,
+                       "weight_decay": [0.0016] * 5, "yellow": [False, False, True, False, False]})
+    assert cell_labels(t5[t5.yellow], t5) == ["B = 32 (yellow)"]  # one line: the dimension the table varies
+    assert cell_labels(t5, t5)[:3] == ["B = 8", "B = 16", "B = 32 (yellow)"]
+    t1 = pd.DataFrame({"subtable": ["a", "a", "b", "b"], "n": [500, 500, 1000, 1000], "batch_size": [32] * 4,
+                       "lr": [3.2, 1.6, 6.4, 3.2], "weight_decay": [1e-4] * 4, "yellow": [True, False, True, False]})
+    assert cell_labels(t1[t1.yellow], t1) == ["(a) N = 500, η = 3.2 (yellow)", "(b) N = 1,000, η = 6.4 (yellow)"]
+    t7 = pd.DataFrame({"subtable": ["a", "a"], "n": [1000, 1000], "batch_size": [64, 64], "lr": [0.1, 0.2],
+                       "weight_decay": [1e-4, 1e-4], "yellow": [True, False]})
+    assert cell_labels(t7[t7.yellow], t7) == ["N = 1,000, B = 64 (yellow)"]  # nothing varies but η: its size
+
+
+def test_figure_text_is_at_least_9_pt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from repro_lib.results import figures
+
+    figures.theme()
+    for key in ("font.size", "xtick.labelsize", "ytick.labelsize", "axes.labelsize", "legend.fontsize"):
+        assert matplotlib.rcParams[key] >= figures.MIN_FONT, key
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], label="B = 32 (yellow)")
+    ax.legend()
+    figures.legend_outside(ax, title="")
+    legend = ax.get_legend()
+    assert all(t.get_fontsize() >= figures.MIN_FONT for t in legend.get_texts())
+    assert legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # beside the axes, off the lines
+    plt.close(fig)
+
+
+def _grid_results(missing_columns=(), subtables=("a",)):
+    import pandas as pd
+
+    rows = []
+    for sub in subtables:
+        for n in (1000, 2000):
+            for r, lr in enumerate((0.4, 0.2, 0.1)):
+                for seed in (0, 1):
+                    gone = (sub, n) in missing_columns
+                    rows.append({"subtable": sub, "row": r, "n": n, "paper_n": n * 25, "lr": lr, "weight_decay": 1e-4,
+                                 "paper_lr": lr, "paper_weight_decay": 1e-4, "yellow": r == 1,
+                                 "paper_accuracy": 90.0 + r, "seed": seed, "status": "missing" if gone else "finished",
+                                 "test_acc": float("nan") if gone else 50.0 + r + seed,
+                                 "seconds": float("nan") if gone else 60.0})
+    return pd.DataFrame(rows)
+
+
+def test_columns_without_runs_are_one_line_not_grids_of_missing():
+    from repro_lib.results import tables
+
+    res = _grid_results(missing_columns={("a", 2000), ("b", 1000), ("b", 2000)}, subtables=("a", "b"))
+    html, v = tables.table_report(res, col="n")
+    assert "Reproduced (a)" in html and "Reproduced (b)" not in html and ">missing<" not in html
+    assert ("No run in the store yet, so not shown above: (a) N = 2,000 (paper 50,000); (b) every column "
+            "(18 runs).") in html
+    assert len(v) == 4 and list(v["runs"]) == [6, 0, 0, 0]  # every column is still in the verdicts (and the CSV)
+    view = tables.verdict_view(v)
+    assert len(view) == 1 and "runs" not in view and "missing_runs" not in view
+
+
+def test_a_sweep_status_is_one_line_of_words():
+    from repro_lib.runs.sweep import status_line
+
+    res = _grid_results(missing_columns={("a", 2000)})
+    assert status_line(res, "Table 1") == "Table 1: 6 of 12 runs in the store, 6 missing; training time 6 min"
+    res.loc[0, "status"] = "diverged"
+    line = status_line(res.iloc[:6], "Table 1", read=6)
+    assert line == ("Table 1: 6 runs; 1 diverged (η = 0.4, seed 0); 6 read from the store; training time 6 min")
+
+
+def test_findings_say_the_columns_without_runs_in_one_line():
+    import pandas as pd
+
+    from repro_lib.papers.yun2022.table_notebook import say_columns, unrun_columns
+
+    found = pd.DataFrame([dict(subtable=s, n=n, seeds=0, seeds_max=0, diverged=0, missing=21, rank="n/a",
+                               verdict="undecided", reason="21 runs missing")
+                          for s in ("a", "b") for n in (3125, 6250) if (s, n) != ("a", 3125)])
+    assert list(unrun_columns(found)) == [True, True, True]
+    assert say_columns(found, "n") == ("- **No run yet** in 3 columns ((a) N = 6,250; (b) every column): "
+                                       "*undecided*, 63 runs missing.")

@@ -142,6 +142,23 @@ def optimum_across_columns(found: pd.DataFrame, results: pd.DataFrame, col: str)
             f"{', '.join(peaks)}: the measured optimum's tuning factor {verdict} while its η moves with {name}.")
 
 
+def _show_grid(cells: pd.DataFrame, caption: str) -> None:
+    """A plan's cells (:func:`grid`) as a table: HTML in a notebook (a table, not lines of printed text), the
+    plain text indented outside one."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        get_ipython = None  # noqa: N806
+    if get_ipython is not None and get_ipython() is not None:
+        from IPython.display import display
+
+        from ...results.tables import readable
+
+        display(readable(cells.reset_index(drop=True), caption=caption, digits=6).hide(axis="index"))
+    else:
+        print("  " + cells.to_string(index=False).replace("\n", "\n  "))
+
+
 def _wrap(text: str, indent: str = "  ", width: int = LINE) -> str:
     """``text`` as indented lines of at most ``width`` characters, broken after "; " (so that no clause is split;
     a clause longer than a line stays whole), the lines after the first indented further."""
@@ -365,14 +382,14 @@ class YunTables:
                   f"{schedule}, test images: {'the full test set' if not cfg0.n_test else f'{cfg0.n_test} class-balanced'}, "
                   f"{sum(c.n * c.num_epochs for c in plan.cfg) / 1e6:.2f}M image-epochs")
             if len(cells) <= SHOW_CELLS:
-                print("  " + cells.to_string(index=False).replace("\n", "\n  "))
+                _show_grid(cells, f"{name}: every cell, the paper's beside ours")
             else:  # the paper's whole grid: its size, and the cells with runs already in the store
                 store = Store(self.results_dir)
                 held = plan.cfg.map(lambda c: store.get(c) is not None).astype(bool)
                 print(f"  {len(cells)} cells" + (", those with runs in the store:" if held.any()
                                                  else ", none with a run in the store yet"))
                 if held.any():
-                    print("  " + grid(plan[held]).to_string(index=False).replace("\n", "\n  "))
+                    _show_grid(grid(plan[held]), f"{name}: the cells with runs in the store")
             paper = get(name).plan("paper")
             print(_wrap(rules_text(plan, paper)))
             gpu_h = {"gpu": profiles.estimate_gpu_hours(get(name).plan("gpu")),

@@ -78,6 +78,9 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
         lines = progress and progress_lines()  # under the runner: one overwritten line, no bars in the notebook
         stored = [store is not None and store.get(c) is not None for c in cfgs]
         shown = _ProgressLine() if lines else None
+        if shown is not None and not all(stored):
+            shown.show(f"{label + ': ' if label else ''}training {len(cfgs) - sum(stored)} of {len(cfgs)} runs in "
+                       f"stacked groups of up to {max_members} (the rest are in the store)")
         results = fit_grouped(cfgs, store=store, max_members=max_members, data_root=data_root, download=download,
                               progress=progress and not lines)
     else:

@@ -141,10 +141,12 @@ def test_cli_local_sweep_then_notebook_collects_with_missing_cells(tmp_path, cap
     store = Store(rd)
     fit(cfgs[0], store=store, progress=False)  # one cell done before the sweep
 
-    # collect before the rest is trained: the table shows three cells as missing, the verdict says so
+    # collect before the rest is trained: the column with a run shows its other cell as missing and the verdict
+    # says so; the column without any run is one line under the tables, not a grid of "missing"
     out = run_notebook(nb, "smoke", {"collect": True, "num_epochs": 1}, results_dir=rd, progress=False)
     text = out.read_text()
-    assert text.count(">missing<") == 3 and "cells missing runs" in text
+    assert text.count(">missing<") == 1 and "1 cell missing runs" in text
+    assert "No run in the store yet, so not shown above: (a) N = 500 (paper 50,000) (2 runs)." in text
     assert not (rd / "runs" / f"{cfgs[1].hash}.json").exists()  # collect trained nothing
 
     args = ["sweep", str(nb), "--profile", "smoke", "--executor", "local", "--max-parallel", "2",

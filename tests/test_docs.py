@@ -89,9 +89,9 @@ def test_patterns_spare_legitimate_text(text):
     assert not offences(text), offences(text)
 
 
-@pytest.mark.parametrize("block", ["results", "costs"])
-def test_readme_generated_blocks_are_delimited_once(block):
-    text = (ROOT / "README.md").read_text()
+@pytest.mark.parametrize("block, doc", [("results", "README.md"), ("costs", "docs/profiles.md")])
+def test_readme_generated_blocks_are_delimited_once(block, doc):
+    text = (ROOT / doc).read_text()
     begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
     assert text.count(begin) == 1 and text.count(end) == 1
     assert text.index(begin) < text.index(end)

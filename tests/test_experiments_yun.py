@@ -223,17 +223,20 @@ def test_findings_table_is_short_and_readable():
     found = pd.DataFrame([
         dict(subtable="a", n=3125, cells=7, seeds=0, seeds_max=3, rank="best", verdict="holds", reason="",
              yellow_mean=74.14, yellow_sd=0.55, best_other=74.08, best_other_tf=0.1, margin=0.06, spread=0.55,
-             decided=False, peak_tf=math.nan, peak_lo=math.nan, peak_hi=math.nan, yellow_tf=0.078, missing=4,
-             diverged=1, settled=True),
+             ci_lo=-1.2, ci_hi=1.32, pairs=2, peak_tf=math.nan, peak_lo=math.nan, peak_hi=math.nan, yellow_tf=0.078,
+             missing=4, diverged=1, settled=True, best_tf=0.078, paper_best_tf=0.078, rank_corr=0.8),
         dict(subtable="a", n=6250, cells=7, seeds=0, seeds_max=0, rank="n/a", verdict="undecided",
              reason="21 runs missing", yellow_mean=math.nan, yellow_sd=math.nan, best_other=math.nan,
-             best_other_tf=math.nan, margin=math.nan, spread=math.nan, decided=False, peak_tf=math.nan,
-             peak_lo=math.nan, peak_hi=math.nan, yellow_tf=0.078, missing=21, diverged=0, settled=None)])
+             best_other_tf=math.nan, margin=math.nan, spread=math.nan, ci_lo=math.nan, ci_hi=math.nan, pairs=0,
+             peak_tf=math.nan, peak_lo=math.nan, peak_hi=math.nan, yellow_tf=0.078, missing=21, diverged=0,
+             settled=None, best_tf=math.nan, paper_best_tf=math.nan, rank_corr=math.nan)])
     v = findings_view(found, "n")
     assert len(v.columns) <= FINDINGS_SHOWN
     assert v.iloc[0].tolist()[:4] == ["(a) 3,125", "0–3", "holds", "74.14 ± 0.55 (best)"]
     assert v.iloc[1]["yellow cell"] == "" and v.iloc[0]["Δθ settled"] == "yes" and v.iloc[1]["Δθ settled"] == ""
     assert v.iloc[0]["runs left out"] == "1 diverged, 4 missing" and v.iloc[1]["runs left out"] == "21 missing"
+    assert v.iloc[0]["yellow − best other [95 %]"] == "+0.06 [-1.20, +1.32]" and v.iloc[1]["yellow − best other [95 %]"] == ""
+    assert v.iloc[0]["vs paper's ranking"] == "same best, ρ 0.80"
 
 
 def test_paper_profile_summary_counts_the_grid_instead_of_printing_it(tmp_path, capsys):

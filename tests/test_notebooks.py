@@ -43,6 +43,11 @@ def test_notebook_runs_in_smoke_profile(path, tmp_path, monkeypatch):
     # everything the notebook writes goes to results/<profile>/<notebook name>/ (besides the shared run store)
     assert (tmp_path / "results" / "smoke" / path.stem).is_dir()
     assert {p.name for p in (tmp_path / "results" / "smoke").iterdir()} <= {path.name, path.stem}
+    # what the notebook shows a reader: no raw dumps, no long logs or lines, a short opening (the published notebooks
+    # are held to the same rules, tests/test_published_text.py)
+    from test_published_text import problems
+
+    assert not problems(json.loads(out.read_text())), problems(json.loads(out.read_text()))
 
 
 def test_failure_names_notebook_and_cell(tmp_path):

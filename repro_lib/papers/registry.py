@@ -84,8 +84,10 @@ def _adamp_cifar(profile: str, seed: int = 0, dataset: str = "", device: str = "
 LONG_CAP = 2 * CPU_CAP_MINUTES
 
 
-def _tuning_rule(profile: str, seed: int = 0, dataset: str = "", device: str = "auto", **_) -> list[pd.DataFrame]:
-    return [tuning_rule.plan(profile, seed=seed, dataset=dataset or "cifar10", device=device)]
+def _tuning_rule(profile: str, seed: int = 0, dataset: str = "", device: str = "auto", precision: str = "",
+                 cuda_graphs: bool = False, **_) -> list[pd.DataFrame]:
+    overrides = _overrides(precision=precision, cuda_graphs=cuda_graphs)
+    return [tuning_rule.plan(profile, seed=seed, dataset=dataset or "cifar10", device=device, **overrides)]
 
 
 @dataclass(frozen=True)

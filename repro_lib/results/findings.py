@@ -635,6 +635,9 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
         row.update(ci_lo=d_best.lo, ci_hi=d_best.hi, resolution=d_best.resolution, pairs=d_best.n,
                    second_lo=d_second.lo, second_hi=d_second.hi)
         row.update(_pattern(g, means))
+        names = cell_names(g)
+        row.update(best_other_name=names.get(row["best_other_tf"], ""), best_name=names.get(row["best_tf"], ""),
+                   yellow_name=names.get(ytf, ""))
         reg = regime(yellow_rows["history"]) if "history" in yellow_rows else regime([])
         row.update(settled=reg["settled"], regime_drift=reg["drift"], regime_window=reg["window"])
         row["yellow_seeds"] = (int(yellow_rows["status"].isin(["finished", "diverged"]).sum())
@@ -674,6 +677,22 @@ def _grid_verdict(row: dict, d_best: Difference, d_second: Difference, claim: st
     return word, reason
 
 
+#: how a grid cell is named by the field that varies within its column
+CELL_FIELDS = (("batch_size", "B", ",g"), ("lr", "η", ".3g"), ("weight_decay", "λ", ".3g"))
+
+
+def cell_names(column: pd.DataFrame) -> dict:
+    """``{tuning factor: "η = 0.8"}`` for the cells of one column of a swept grid, each named by the fields that vary
+    within the column (B, η, λ; several where several vary), so that a sentence names a cell by its row rather than
+    only by its tuning factor; {} without those columns."""
+    fields = [(k, sym, spec) for k, sym, spec in CELL_FIELDS if k in column and column[k].nunique() > 1]
+    if not fields or "tuning_factor" not in column:
+        return {}
+    first = column.drop_duplicates("tuning_factor")
+    return {float(tf): ", ".join(f"{sym} = {format(float(r[k]), spec)}" for k, sym, spec in fields)
+            for tf, (_, r) in zip(first.tuning_factor, first.iterrows())}
+
+
 def _pattern(column: pd.DataFrame, means: pd.Series) -> dict:
     """Our ranking of one column's cells against the paper's, over the cells we ran (``means``: our mean per
     tuning factor): ``best_tf`` / ``paper_best_tf`` (the best cell's tuning factor, ours and the paper's),
@@ -691,8 +710,9 @@ def _pattern(column: pd.DataFrame, means: pd.Series) -> dict:
         top = paper.sort_values(ascending=False)
         out["paper_best_tf"] = float(top.index[0])
         out["paper_second_tf"] = float(top.index[1]) if len(top) > 1 else math.nan
-    if len(paper) >= 3:
-        rho = stats.spearmanr(means.reindex(paper.index).to_numpy(), paper.to_numpy()).statistic
+    ours = means.reindex(paper.index).to_numpy()
+    if len(paper) >= 3 and np.ptp(ours) > 0 and np.ptp(paper.to_numpy()) > 0:  # a constant ranking has no ρ
+        rho = stats.spearmanr(ours, paper.to_numpy()).statistic
         out["rank_corr"] = float(rho) if np.isfinite(rho) else math.nan
     return out
 
@@ -707,8 +727,8 @@ def pattern_text(r) -> str:
     ours_second = r["second_tf"]
     same_second = (math.isfinite(r.get("paper_second_tf", math.nan)) and math.isfinite(ours_second)
                    and math.isclose(ours_second, r["paper_second_tf"], rel_tol=1e-6))
-    text = ((f"the same best cell as the paper (tuning factor {r['best_tf']:.3g})" if same_best else
-             f"our best cell is at tuning factor {r['best_tf']:.3g}, the paper's at {r['paper_best_tf']:.3g}")
+    text = ((f"the same best cell as the paper ({_cell(r, 'best')})" if same_best else
+             f"our best cell is {_cell(r, 'best')}, the paper's at tuning factor {r['paper_best_tf']:.3g}")
             + (", and the same second" if same_best and same_second else ", the same second" if same_second else ""))
     if math.isfinite(r.get("rank_corr", math.nan)):
         text += f"; rank correlation with the paper's cells ρ = {r['rank_corr']:.2f} over the {int(r['cells'])} cells"
@@ -765,6 +785,15 @@ def grid_difference(r, which: str = "best") -> Difference:
     return Difference(r["margin"], r["ci_lo"], r["ci_hi"], int(r.get("pairs", 0) or 0), True, "paired t")
 
 
+def _cell(r, which: str) -> str:
+    """A cell of a findings row named by its row and its tuning factor: "B = 16, tuning factor 0.156"
+    (``which``: "best_other", "best", "yellow")."""
+    tf = r.get(f"{which}_tf", math.nan)
+    name = r.get(f"{which}_name", "")
+    tf_text = f"tuning factor {tf:.3g}" if isinstance(tf, float) and math.isfinite(tf) else ""
+    return ", ".join(t for t in (name, tf_text) if t)
+
+
 def _interval_text(d: Difference) -> str:
     """"+1.20 [−0.30, +2.70]" or "+1.20 (one seed: no interval)"."""
     return d.text() if d.has_interval else f"{d.diff:+.2f} (one seed: no interval)"
@@ -785,7 +814,7 @@ def peak_reading(r) -> str:
     best_side = ("below" if r["best_other_tf"] < ytf else "above") if math.isfinite(r["best_other_tf"]) else ""
     text = f"the fitted optimum lies {side} the yellow tuning factor (its interval excludes {ytf:.3g})"
     if r["rank"] in ("second", "no") and best_side == side:
-        text += (f"; the grid agrees: the best cell, tuning factor {r['best_other_tf']:.3g}, is {side} it too, so "
+        text += (f"; the grid agrees: the best cell ({_cell(r, 'best_other')}) is {side} it too, so "
                  f"the yellow cell ranks {'second' if r['rank'] == 'second' else 'lower'}")
     elif r["rank"] == "best":
         text += ("; the yellow cell still ranks best of the cells run: the optimum lies between it and its "
@@ -810,9 +839,10 @@ def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str
         if r["missing"]:
             where += f" — provisional, {int(r['missing'])} runs missing"
         d = grid_difference(r)
-        margin = (f"ahead of the best other cell by {_interval_text(d)} points" if r["margin"] > 0
-                  else f"tied with the cell at tuning factor {r['best_other_tf']:.4g}" if r["margin"] == 0
-                  else f"{_interval_text(d)} points against the best cell (tuning factor {r['best_other_tf']:.4g})")
+        other = _cell(r, "best_other")
+        margin = (f"ahead of the best other cell ({other}) by {_interval_text(d)} points" if r["margin"] > 0
+                  else f"tied with the cell {other}" if r["margin"] == 0
+                  else f"{_interval_text(d)} points against the best cell ({other})")
         if d.has_interval:
             res = resolution_words(d, r.get("paper_effect"), what="these seeds")
             margin += f" (paired by seed, 95 % interval{'; ' + res if res else ''})"

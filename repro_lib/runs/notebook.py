@@ -24,8 +24,9 @@ directory itself outside such a checkout). The runner executes notebooks there, 
 JupyterLab (whose kernel starts in ``notebooks/``) moves there with :func:`work_in_project_root`, so both see the
 same ``data/`` and ``results/``.
 
-Progress: under the runner (``$REPRO_PROGRESS=lines``, set for the kernel) training code prints one line per run
-instead of progress bars (:func:`progress_lines`), so that executed notebooks stay small.
+Progress: under the runner (``$REPRO_PROGRESS=lines``, set for the kernel) a sweep writes one line, overwritten as
+each run finishes and naming it, that ends as the sweep's status line (``sweep.status_line``), instead of progress
+bars (:func:`progress_lines`), so that executed notebooks stay small and readable.
 """
 from __future__ import annotations
 
@@ -247,8 +248,8 @@ def _portable(out: Path, root: Path) -> None:
 def run_notebook(path: str | Path, profile: str, parameters: dict | None = None, results_dir: str | Path = "results",
                  progress: bool = True, kernel: str | None = None) -> Path:
     """Execute one notebook in the project root (:func:`project_root`; a relative ``results_dir`` is relative to
-    it); return the output notebook's path. ``progress``: papermill's own cell progress bar. Training inside the
-    notebook prints one line per run (:func:`progress_lines`).
+    it); return the output notebook's path. ``progress``: papermill's own cell progress bar. A sweep inside the
+    notebook leaves one status line (:func:`progress_lines`, ``sweep.status_line``).
 
     The executed notebook names no folder of this machine: a ``results_dir`` under the project root is passed
     relative to it, a ``data_root`` outside it reaches the notebook through ``$REPRO_DATA_ROOT`` (the parameter

@@ -489,13 +489,12 @@ def _pm(mean: float, sd: float, spec: str) -> str:
 
 def cifar_summary_view(summary: pd.DataFrame, caption: str = ""):
     """:func:`cifar_summary` for people: the weight decay as the paper writes it, mean ± seed sd where there are
-    several seeds, the paper's values beside (training minutes: in the CSV and the claims)."""
+    several seeds, the paper's values beside (the norms after epoch 1 and at the end, and the training minutes: in
+    the CSV and the claims)."""
     t = pd.DataFrame({"weight decay": [f"{s} ({_wd(w)})" for s, w in zip(summary.setting, summary.paper_weight_decay)],
                       "optimizer": summary.optimizer.map(NET_NAMES), "seeds": summary.seeds,
                       "test acc. (%)": [_pm(m, s, ".1f") for m, s in zip(summary.test_acc, summary.test_acc_sd)],
                       "train acc. (%)": [findings.num(v, ".1f") for v in summary.train_acc],
-                      "‖w‖ epoch 1 → end": [f"{findings.num(a, '.2f')} → {findings.num(b, '.2f')}" for a, b in
-                                            zip(summary.weight_norm_first_epoch, summary.weight_norm_last)],
                       "norm growth": [_pm(m, s, "+.3f") for m, s in zip(summary.norm_growth, summary.norm_growth_sd)],
                       "paper norm growth (Table 1)": summary.paper_norm_growth,
                       "paper top-1 (Table 2)": summary.paper_top1})

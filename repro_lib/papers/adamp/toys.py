@@ -644,14 +644,14 @@ def plot_rosenbrock(runs: dict[str, pd.DataFrame], path=None, c: float = ROSENBR
         axes[1, k].plot(df["t"], df["r"])
         axes[1, k].set_xlabel("iteration")
         axes[1, k].set_ylabel("radius r = ‖w‖")
-        axes[1, k].set_title(f"r: 1.0 → max {df['r'].max():.3g}, final loss {df['loss'].iloc[-1]:.3g}", fontsize=8)
+        axes[1, k].set_title(f"r: 1.0 → max {df['r'].max():.3g}, final loss {df['loss'].iloc[-1]:.3g}", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.95) if title else None)
     if cs is not None:
         fig.colorbar(cs, ax=list(axes[0]), label="log10 loss h(cψ, cφ)", fraction=0.04, pad=0.02)
     marks = [Line2D([], [], color="r", marker="o", ls="", label="start (−2, 2)"),
              Line2D([], [], color="r", marker="*", ms=10, ls="", label="optimum (1, 1)"),
              Line2D([], [], color="w", marker=".", mec="k", ls="-", label="path of the run")]
-    axes[1, -1].legend(handles=marks, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=7, frameon=False)
+    axes[1, -1].legend(handles=marks, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=9, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
     if path is not None:

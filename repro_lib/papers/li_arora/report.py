@@ -571,6 +571,6 @@ def plot_toy(curves: pd.DataFrame, summary: pd.DataFrame, eps: float, burn_in: i
     handles = [plt.Line2D([], [], color=CASE_COLORS[k], lw=2, label=v) for k, v in CASE_NAMES.items()]
     handles += [plt.Line2D([], [], color="k", ls="--", lw=0.8, label="ε/π (left), ε (right)"),
                 Patch(color="orange", alpha=0.3, label=f"Thm 3.1 window T₁ + T₂ = {bound:.0f} it. after T₀")]
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.9), frameon=False, fontsize=8)
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.9), frameon=False, fontsize=9)
     fig.tight_layout()
     return fig

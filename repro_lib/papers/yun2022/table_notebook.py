@@ -552,6 +552,52 @@ class YunTables:
                         if collapsed else "") + ".")
         return text
 
+    #: yellow cells "share" Δθ when their means differ by at most this factor (Sec. 3's reading of Fig. 2a)
+    SHARED = 1.25
+
+    def shared_angle(self, results: pd.DataFrame, name: str, col: str, figure: str) -> str:
+        """The figure claim of a table whose yellow cells keep one tuning factor across its columns (Table 5's
+        Fig. 5: the yellow B ∝ N cells share the angular update per epoch), in words: with two or more columns, the
+        ratio max/min of the yellow cells' mean Δθ over 30–45 % of training with a bootstrap interval over seeds,
+        judged as "≈" within :attr:`SHARED` (``findings.judge_difference``) and recorded as a claim; with one
+        column, the sentence that says why it cannot be tested. Returns the Markdown shown."""
+        from IPython.display import Markdown, display
+
+        from ...results import findings as fnd
+
+        y = results[results["yellow"].astype(bool) & (results["status"] == "finished")]
+        cols = sorted(y[col].unique())
+        label = {"n": "N", "batch_size": "B"}.get(col, col)
+        if len(cols) < 2:
+            where = f"{label} = {cols[0]:,g}" if cols else "no column"
+            text = (f"**{figure}** compares the angular update per epoch of the yellow cells of the paper's "
+                    f"{label} columns (one per column, all at the same tuning factor: their curves should coincide). "
+                    f"This profile runs one column ({where}), so there is one yellow curve and nothing to compare it "
+                    f"with: the figure's claim is not tested here (the `gpu` and `paper` profiles run every column).")
+            display(Markdown(text))
+            return text
+        hist = sweep.histories(y, keys=[col, "seed"])
+        epochs = int(hist.epoch.max())
+        w = hist[(hist.epoch > 0.3 * epochs) & (hist.epoch <= 0.45 * epochs)]
+        per_seed = w.groupby(["seed", col]).angular_update.mean().unstack(col).dropna()
+        ratio = lambda t: t.mean().max() / t.mean().min() - 1  # noqa: E731
+        d = fnd.bootstrap_difference(ratio, per_seed)
+        word, reason = fnd.judge_difference(d, "≈", margin=self.SHARED - 1, real_data=dataset_label(results)
+                                            != fnd.SYNTHETIC)
+        detail = (f"yellow Δθ max/min across {label} = {', '.join(f'{c:,g}' for c in cols)}: {1 + d.diff:.2f} "
+                  + (f"[{1 + d.lo:.2f}, {1 + d.hi:.2f}]" if d.has_interval else "(one seed: no interval)")
+                  + f" (shared: ≤ {self.SHARED:g})")
+        row = dict(paper="Yun et al. 2022", item=f"{figure}, yellow cells", data=dataset_label(results),
+                   claim="the yellow cells of every column share the angular update per epoch", seeds=d.n,
+                   verdict=fnd.verdict_words(word, reason, detail), word=word,
+                   ours=f"Δθ max/min {1 + d.diff:.2f}", paper_value=f"the yellow curves coincide ({figure})",
+                   **fnd.interval_fields(d, margin=self.SHARED - 1))
+        self._claims[f"{name} {figure}"] = [row]
+        publish.record_claims(self.out_dir, [r for rows in self._claims.values() for r in rows])
+        text = f"**{figure}** ({row['data']}): *{word}*{f' ({reason})' if reason else ''}; {detail}."
+        display(Markdown(text))
+        return text
+
     def verdict(self) -> str:
         """The notebook's one-line verdict over every table shown with :meth:`findings` (the cell tagged
         ``verdict``, read by the runner's end table)."""

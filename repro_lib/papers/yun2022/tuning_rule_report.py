@@ -327,8 +327,9 @@ def what_we_found(found: pd.DataFrame, results: pd.DataFrame, data: str) -> str:
 
 
 def verdict_line(found: pd.DataFrame) -> str:
-    """One line for the runner's verdict column: the count of each verdict word and the claims' short results."""
-    return (fnd.word_counts(list(found.word)) + "; " + "; ".join(f"{r.ours}" for r in found.itertuples() if r.ours))
+    """One short line for the runner's verdict column: the count of each verdict word, and each claim's word in the
+    order of :func:`findings` (Δθ, rule vs control, rule vs tuned, rank)."""
+    return (fnd.word_counts(list(found.word)) + " (" + ", ".join(found.word) + ")")
 
 
 # ------------------------------------------------------------------------------------------- figures

@@ -246,7 +246,7 @@ def judge_difference(d: Difference, relation: str, margin: float | None = None, 
             return "holds", ""
         if d.hi < -margin:
             return ("no", "") if settled is not False else ("undecided", f"beyond the margin, {unsettled}")
-        return "undecided", f"the interval reaches below −{margin:g}: within the noise of the margin"
+        return "undecided", f"the interval reaches below the margin −{margin:g}"
     if relation == "≈":
         if -margin <= d.lo and d.hi <= margin:
             return "holds", ""
@@ -901,7 +901,9 @@ def peak_text(r) -> str:
 def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str, col: str = "n",
                results: pd.DataFrame | None = None) -> list[dict]:
     """``publish.record_claims`` rows, one per findings column: the verdict and the peak tuning factor computed by
-    :func:`findings`; ``results`` (the sweep) adds the column's training minutes (sum of the runs' seconds)."""
+    :func:`findings`, the interval that decides the verdict (``ci``: yellow − best other cell; for a yellow cell
+    below second, yellow − the column's second cell) with its resolution and the paper's own margin; ``results``
+    (the sweep) adds the column's training minutes (sum of the runs' seconds)."""
     rows = []
     for _, r in found.iterrows():
         sub = f" ({r['subtable']})" if "subtable" in r and isinstance(r["subtable"], str) and r["subtable"] else ""
@@ -915,13 +917,16 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
             paper_value = _paper_column(results[sel])
             where = column_label(results[sel], col)
         ours = yellow_text(r)
-        pe = r.get("paper_effect", math.nan)
+        # the interval that decides the verdict: yellow − best other cell, or, for a yellow cell ranked below
+        # second, yellow − the column's second cell (the paper's own margin then compares other cells: left out)
+        deciding = grid_difference(r, "second" if r["rank"] == "no" else "best")
+        pe = r.get("paper_effect", math.nan) if r["rank"] != "no" else math.nan
         rows.append({"paper": paper, "item": f"{item}{sub}, {where}", "claim": claim, "data": data,
                      "seeds": int(r["seeds"]), "seeds_max": int(r.get("seeds_max", r["seeds"])),
                      "verdict": verdict_text(r), "word": r["verdict"], "regime": regime_text(r),
                      "peak_tf": peak_text(r), "train_minutes": minutes, "ours": f"yellow {ours}" if ours else "",
                      "paper_value": paper_value, "rank": r["rank"],
-                     **interval_fields(grid_difference(r), paper_effect=pe if pe is not None and math.isfinite(pe)
+                     **interval_fields(deciding, paper_effect=pe if pe is not None and math.isfinite(pe)
                                        else None)})
     return rows
 

@@ -44,21 +44,43 @@ def final_per_seed(results: pd.DataFrame, value: str = "test_acc") -> pd.DataFra
     return ok.pivot_table(index="seed", columns="label", values=value, aggfunc="mean")
 
 
+#: ‖w‖²/η̃ counts as settled before the first decay when it moves by at most this factor over the second half of
+#: the first phase (Fig. 1: constant)
+SETTLED_FACTOR = 1.2
+
+
+def phase1_settling(hist: pd.DataFrame, num_epochs: int, label: str = "TEXP") -> dict:
+    """How far ‖w‖²/η̃ of run ``label`` (mean over seeds; the Fig. 1 tensor) is from constant over the first phase:
+    ``total`` (its factor over the phase), ``second_half`` (over the phase's second half) and ``settled``
+    (``second_half`` within :data:`SETTLED_FACTOR`; None without the run). The regime the claims speak of: a result
+    against a claim counts as *no* only where the weights had settled."""
+    ph = phases(num_epochs)
+    texp = hist[hist.label == label].sort_values("epoch") if "label" in hist else hist.iloc[:0]
+    if len(texp) < ph[0] or ph[0] < 2 or "norm2_over_lr" not in texp:
+        return {"total": math.nan, "second_half": math.nan, "settled": None}
+    v = texp.groupby("epoch")["norm2_over_lr"].mean().iloc[:ph[0]]
+    half = v.iloc[len(v) // 2:]
+    total, second = float(v.iloc[-1] / v.iloc[0]), float(half.iloc[-1] / half.iloc[0])
+    return {"total": total, "second_half": second, "settled": abs(math.log(second)) <= math.log(SETTLED_FACTOR)}
+
+
 def judged_contrasts(per_seed: pd.DataFrame, specs=CLAIMS, real_data: bool = True,
-                     margin: float = EQUIVALENCE_MARGIN) -> pd.DataFrame:
+                     margin: float = EQUIVALENCE_MARGIN, settled: bool | None = None) -> pd.DataFrame:
     """One row per comparison of ``specs`` whose runs both exist in ``per_seed`` (:func:`final_per_seed`): name, a,
     b, relation, value_a / value_b (means over their finished seeds), ``diff`` (a − b, paired by seed: the same
     seed is the same initialisation and data order) with its 95 % interval ``lo``, ``hi`` and ``resolution``
     (``findings.difference``), ``seeds`` (the pairs), ``margin`` (for "≈"), ``word`` and ``reason``
-    (``findings.judge_difference``), ``verdict`` (the published words), ``ours``, ``paper_value`` (the paper's
-    reading, ``exp_lr.PAPER_READING``) and ``interval`` (the claims.json fields, ``findings.interval_fields``)."""
+    (``findings.judge_difference``; ``settled`` False, from :func:`phase1_settling`, leaves a result against a
+    claim *undecided*), ``verdict`` (the published words), ``ours``, ``paper_value`` (the paper's reading,
+    ``exp_lr.PAPER_READING``) and ``interval`` (the claims.json fields, ``findings.interval_fields``)."""
     rows = []
     for name, a, b, rel in specs:
         if a not in per_seed or b not in per_seed:
             continue
         d = findings.difference(per_seed[a], per_seed[b], paired=True)
         m = margin if rel == "≈" else None
-        word, reason = findings.judge_difference(d, rel, margin=m, real_data=real_data)
+        word, reason = findings.judge_difference(d, rel, margin=m, real_data=real_data, settled=settled,
+                                                 unsettled="before ‖w‖²/η̃ settled")
         detail = (f"Δ {d.text()} points ({d.how()}" + (f"; margin ±{m:g}" if m else "") + ")")
         va, vb = float(per_seed[a].mean()), float(per_seed[b].mean())
         rows.append(dict(name=name, a=a, b=b, relation=rel, value_a=va, value_b=vb, diff=d.diff, lo=d.lo, hi=d.hi,
@@ -281,23 +303,21 @@ def preresnet_found(cfg, paper_cfg, hist: pd.DataFrame, judged: pd.DataFrame, ex
            f"the paper profile trains width {paper_cfg.width} on {paper_cfg.n:,} images for {paper_cfg.num_epochs} "
            f"epochs ({'/'.join(map(str, ph_paper))})."]
     last = final_epoch(hist, ("train_acc", "test_acc")) if len(hist) else pd.DataFrame()
-    texp = hist[hist.label == "TEXP"].sort_values("epoch")
     if "step decay + WD" in last.index:
         n_step = hist.loc[hist.label == "step decay + WD", "seed"].nunique()
         tr, te = last.loc["step decay + WD", "train_acc"], last.loc["step decay + WD", "test_acc"]
         s = (f"The step-decay run ends at {tr:.1f} % train and {te:.1f} % test accuracy (mean over {n_step} "
              f"seed{'s' if n_step != 1 else ''})")
         s += ", far from fitting its training set" if tr < 90 else ""
-        if len(texp) >= ph[0] and ph[0] > 1:
-            v = texp.groupby("epoch")["norm2_over_lr"].mean().iloc[:ph[0]]
-            r = v.iloc[-1] / v.iloc[0]
-            half = v.iloc[len(v) // 2:]
-            r2 = half.iloc[-1] / half.iloc[0]
+        st = phase1_settling(hist, cfg.num_epochs)
+        if st["settled"] is not None:
+            r, r2 = st["total"], st["second_half"]
             s += (f"; over the first phase ‖w‖²/η̃ of TEXP (mean over seeds) {'falls' if r < 1 else 'grows'} "
                   f"{max(r, 1 / r):.1f}× in all and {max(r2, 1 / r2):.2f}× over its second half"
-                  + (", so it has settled before the first decay, as Fig. 1's constant ‖w‖²/η̃"
-                     if abs(math.log(r2)) <= math.log(1.2) else
-                     ", so it is still moving when the first decay comes, unlike Fig. 1's constant ‖w‖²/η̃"))
+                  + (", so it has settled before the first decay, as Fig. 1's constant ‖w‖²/η̃" if st["settled"] else
+                     ", so it is still moving when the first decay comes, unlike Fig. 1's constant ‖w‖²/η̃ (the "
+                     "weights start far above their equilibrium norm, and this first phase is too short to close the "
+                     "gap), and a result against a claim stays *undecided*"))
         out.append(s + ".")
     if len(judged):
         res = judged["resolution"].dropna()

@@ -136,10 +136,12 @@ def optimum_across_columns(found: pd.DataFrame, results: pd.DataFrame, col: str)
     verdict = ("stays put" if spread < 1 + 1e-6 else
                "moves by one grid step (×2)" if spread <= 2 + 1e-6 else f"moves ×{spread:.3g}")
     peaks = [f"{p:.3g}" if p == p else "none" for p in f["peak_tf"]]
+    best_lrs = [e for _, e in best]
     return (f"Across the {name} columns {', '.join(f'{v:,g}' for v in vals)} (×{ratio:g}) the yellow cell's η goes "
             f"{' → '.join(f'{v:.3g}' for v in y)} at one tuning factor, {f['yellow_tf'].iloc[0]:.3g}; the best cell "
-            f"is at tuning factor {', '.join(f'{t:.3g} (η {e:.3g})' for t, e in best)} and the fitted peaks at "
-            f"{', '.join(peaks)}: the measured optimum's tuning factor {verdict} while its η moves with {name}.")
+            f"is at tuning factor {', '.join(f'{t:.3g}' for t in tfs)} (η {' → '.join(f'{e:.3g}' for e in best_lrs)}) "
+            f"and the fitted peaks at {', '.join(peaks)}: the measured optimum's tuning factor {verdict}, where "
+            f"keeping it would move η as the yellow cells' does.")
 
 
 def _show_grid(cells: pd.DataFrame, caption: str) -> None:

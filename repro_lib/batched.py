@@ -664,7 +664,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
 
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .train import progress_bar as tqdm
 
         bar = tqdm(total=cfgs[0].num_epochs, initial=start_epoch, leave=False,
                    desc=f"{cfgs[0].model} n={n_train} B={bsz} x{M0}")

@@ -361,7 +361,7 @@ def _fit(cfg: ImageFolderConfig, env: DistEnv, store, data_root, progress, metri
     lines = progress and progress_lines()  # under the runner: one line at the end instead of a bar
     desc = f"{cfg.model} n={n_train} wd={cfg.weight_decay:g} B={cfg.batch_size} x{env.world_size}"
     if progress and not lines:
-        from tqdm.auto import tqdm
+        from .train import progress_bar as tqdm
 
         bar = tqdm(total=cfg.num_epochs, initial=start_epoch, leave=False, desc=desc)
     model.train()

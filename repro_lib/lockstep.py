@@ -544,7 +544,7 @@ def _train_group(cfgs, states, start_epoch, engine, device, store, data_root, do
     num_epochs = cfgs[0].num_epochs
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from .train import progress_bar as tqdm
 
         bar = tqdm(total=num_epochs, initial=start_epoch, leave=False,
                    desc=f"{cfgs[0].model} n={n_train} B={bsz} x{len(runs)} {engine}")

@@ -62,6 +62,17 @@ def progress_lines() -> bool:
     return os.environ.get(PROGRESS_ENV, "").lower() == "lines"
 
 
+def progress_bar(*args, **kwargs):
+    """A ``tqdm.auto`` progress bar (a widget in Jupyter where ipywidgets is installed, else a text bar) without
+    the warning tqdm prints into the notebook when ipywidgets is missing (it falls back to the text bar)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm.autonotebook, on its first import
+        from tqdm.auto import tqdm
+    return tqdm(*args, **kwargs)
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -439,9 +450,7 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
     status, diverged_epoch = "finished", None
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=cfg.num_epochs, initial=start_epoch, desc=f"{cfg.model} n={cfg.n} lr={cfg.lr:g} "
+        bar = progress_bar(total=cfg.num_epochs, initial=start_epoch, desc=f"{cfg.model} n={cfg.n} lr={cfg.lr:g} "
                    f"wd={cfg.weight_decay:g} B={cfg.batch_size}", leave=False)
     model.train()
     for epoch in range(start_epoch, cfg.num_epochs):

@@ -121,7 +121,7 @@ def test_sec4_plan_runs_exact_and_schedule_only_variants():
             assert sb.correction_steps() == [] and sa.correction_steps()[0] == 0 and len(sa.correction_steps()) > 1
             assert sa.lr(100) == sb.lr(100)  # the same LR schedule
         assert plan.construction["step decay + WD"] == "weight decay" and plan.construction["TEXP--"] == "exact"
-    assert len(E.preresnet_plan("cpu")) == 21 and len(E.preresnet_plan("paper")) == 27  # 7 runs x 3 seeds; 9 x 3
+    assert len(E.preresnet_plan("cpu")) == 49 and len(E.preresnet_plan("paper")) == 27  # 7 runs x 7 seeds; 9 x 3
 
 
 def test_overflow_rescaling_in_the_papers_setting():

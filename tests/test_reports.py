@@ -49,20 +49,37 @@ def _fake_reports(tmp_path):
     (root / "cpu" / "nb1").mkdir(parents=True)
     (root / "cpu" / "nb1.ipynb").write_text(json.dumps({"cells": [], "metadata": {}}))
     (root / "cpu" / "nb2.ipynb").write_text(json.dumps({"cells": [], "metadata": {}}))
+    grid = {"paper": "Yun et al. 2022", "claim": "yellow best | second", "data": "CIFAR-10", "seeds": 3,
+            "train_minutes": 12.4}
     publish.record_claims(root / "cpu" / "nb1", [
-        {"paper": "Yun et al. 2022", "item": "Table 1 (a), N = 1000", "claim": "yellow best | second",
-         "data": "CIFAR-10", "seeds": 3, "verdict": "best", "peak_tf": "0.071 [0.06, 0.08]", "train_minutes": 12.4,
-         "ours": "41.2", "paper_value": "88.9 (best)"}])
+        {**grid, "item": "Table 1 (a), N = 1000", "verdict": "holds (best)", "word": "holds", "rank": "best",
+         "ours": "41.2", "paper_value": "88.9 (best)", "ci": [0.4, 1.6], "resolution": 0.6, "estimate": 1.0},
+        {**grid, "item": "Table 1 (a), N = 2000", "verdict": "undecided (within the noise)", "word": "undecided",
+         "rank": "second", "ours": "40.0", "paper_value": "88.1 (best)", "ci": [-0.8, 0.4], "resolution": 0.6,
+         "estimate": -0.2},
+        {"paper": "Yun et al. 2022", "item": "Fig. 2, angular update", "claim": "cosine > step",
+         "data": "CIFAR-10", "seeds": 3, "verdict": "holds", "word": "holds", "ours": "+2.00", "paper_value": "+1.00",
+         "ci": [0.5, 3.5], "resolution": 1.5, "estimate": 2.0, "paper_effect": 1.0, "train_minutes": 3.0}])
     return root
 
 
-def test_summary_one_row_per_claim_and_a_line_for_a_notebook_without_claims(tmp_path):
+def test_summary_one_row_per_claim_group_and_the_full_table_one_row_per_claim(tmp_path):
+    """The README's table: one row per group of claims (a table's columns share one), ours and the paper's as short
+    values (a grid's yellow-cell ranks, a difference ± its resolution), the verdict as words; reports/README.md: one
+    row per claim with its reason, and a line for a notebook without claims."""
     root = _fake_reports(tmp_path)
     lines = publish.summary(root).splitlines()
-    assert lines[0] == "**`cpu` profile · CIFAR-10** (seeds per claim: 3)"  # what every row shares, said once
-    assert lines[2] == "| paper | item | claim | paper's value | ours | verdict | notebook |"
-    assert len(lines) == 7 and lines[5] == "" and lines[6].startswith("Published without a claim to judge: [nb2](")
-    assert "yellow best \\| second" in lines[4] and "| 88.9 (best) | 41.2 |" in lines[4] and "nb1.ipynb" in lines[4]
+    assert lines[0] == "**`cpu` profile · CIFAR-10**"  # what every row shares, said once
+    assert lines[2] == "| paper | what | claim | ours | paper's | verdict | notebook |"
+    assert len(lines) == 6
+    assert lines[4].startswith("| Yun et al. 2022 | Table 1 (a) (2 columns) | yellow best \\| second | best · second "
+                               "| best · best | holds 1 / undecided 1 | [nb1](")
+    assert lines[5].startswith("| Yun et al. 2022 | Fig. 2 | cosine > step | +2.00 ± 1.50 | +1.00 | holds | [nb1](")
+    full = publish.full_table(root).splitlines()
+    assert "**`cpu` profile · CIFAR-10** (seeds per claim: 3)" in full
+    rows = [x for x in full if x.startswith("| Yun")]
+    assert len(rows) == 3 and "undecided (within the noise)" in rows[1]
+    assert full[-1].startswith("Published without a claim to judge: [nb2](")
 
 
 def test_summary_folds_columns_not_run_yet_and_shows_the_seed_range(tmp_path):

@@ -153,7 +153,7 @@ def test_a_notebook_started_in_notebooks_folder_works_in_the_project_root(tmp_pa
 
 
 # --------------------------------------------------------------------------------------------- progress
-def test_executed_notebook_holds_one_line_per_run_not_progress_bars(tmp_path):
+def test_executed_notebook_holds_one_status_line_per_sweep_not_progress_bars(tmp_path):
     nb = notebook(tmp_path / "progress.ipynb", """
 import pandas as pd
 from repro_lib.config import RunConfig
@@ -166,7 +166,11 @@ print(res.status.tolist())""")
     outputs = [o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])]
     stream = "".join("".join(o["text"]) for o in outputs if o["output_type"] == "stream")
     assert len(stream.encode()) < 20_000 and "\r" not in stream
-    assert [ln.split(" resnet18")[0] for ln in stream.splitlines() if ln.startswith("run ")] == ["run 1/2", "run 2/2"]
+    # one display line per sweep, overwritten as each run finishes: the saved notebook keeps its last text, the
+    # sweep's status line (sweep.status_line), and no line per run
+    shown = ["".join(o["data"]["text/plain"]) for o in outputs if o["output_type"] == "display_data"]
+    assert shown == ["2 runs; all trained now; training time " + shown[0].rsplit(" ", 2)[-2] + " s"], shown
+    assert "run 1/2" not in stream and "run 2/2" not in stream
     assert "['finished', 'finished']" in stream
 
 

@@ -125,8 +125,19 @@ TIMM_DEFAULTS: dict[str, dict] = {"resnet18": dict(zero_init_last=False), "resne
                                   "test_byobnet": dict(zero_init_last=False)}
 
 
+def _import_timm():
+    """``timm``, imported without the warning its progress bars (tqdm.auto, through huggingface_hub) print into a
+    notebook when ipywidgets is not installed; the text bars are used then, and nothing here downloads."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import timm
+    return timm
+
+
 def _timm(name: str, num_classes: int, scale_invariant: bool, **kw) -> nn.Module:
-    import timm
+    timm = _import_timm()
 
     if scale_invariant:
         raise ValueError(f"scale_invariant: {name} is the unmodified timm network (scale_invariant=False)")

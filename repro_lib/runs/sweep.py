@@ -90,7 +90,7 @@ def run_sweep(plan: pd.DataFrame, store=None, data_root=None, download: bool = F
         shown = _ProgressLine() if lines else None
         names = run_names(plan) if lines else []
         if progress and not lines:
-            from tqdm.auto import tqdm
+            from ..train import progress_bar as tqdm
 
             bar = tqdm(total=len(cfgs), desc="runs")
         stored = []

@@ -684,7 +684,7 @@ def cifar_found(cfg, found: pd.DataFrame, res: pd.DataFrame, data: str, seeds: i
         return s1 + " Not every run has finished, so there is nothing to compare yet."
     out = [s1]
     if summary is not None and "train_acc" in summary and "E.2" in set(summary.setting):
-        e2 = summary[summary.setting == "E.2"].set_index("optimizer").train_acc
+        e2 = summary[summary.setting == "E.2"].set_index("optimizer").train_acc.dropna()
         if "sgd" in e2.index:
             gaps = {o: e2["sgd"] - e2[o] for o in ("adamw", "adamp") if o in e2.index}
             far = [NET_NAMES[o] for o, g in gaps.items() if g > TRAIN_GAP]

@@ -201,8 +201,8 @@ def bn_eval_scale_bias(alpha: float, bn_momentum: float = 0.1) -> float:
     hence every BN input, grow by α^−1 per step; the running variance is an EMA with momentum m of the past batch
     variances, so right after a step it estimates α² m / (1 − (1 − m) α²) × the current variance (infinite horizon;
     the last update saw the weights one step earlier). The eval output is scaled by the inverse square root of that,
-    e.g. 1.005 in the paper's setting (α = 0.999498) but 1.138 at α = 0.98561 (our cpu profile: η = 0.1, λ = 0.0125,
-    γ = 0.9). The running mean lags the same way."""
+    e.g. 1.005 in the paper's setting (α = 0.999498) but 1.134 at α = 0.98601 (our cpu profile: η = 0.1,
+    λ = 5e-4 × 50,000/2,048 = 0.0122, γ = 0.9). The running mean lags the same way."""
     if not 0 < bn_momentum <= 1 or not 0 < alpha <= 1:
         raise ValueError(f"alpha, bn_momentum: must be in (0, 1], got {alpha}, {bn_momentum}")
     m, a2 = bn_momentum, alpha * alpha

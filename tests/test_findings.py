@@ -93,6 +93,8 @@ def test_claim_rows_and_verdict_line():
     assert rows[0]["ci"][0] > 0 and rows[0]["resolution"] > 0 and rows[0]["word"] == "holds"
     assert rows[0]["train_minutes"] == pytest.approx(15.0) and "vs 0.0781" in rows[0]["peak_tf"]
     assert findings.verdict_line(f).startswith("holds 1/1 columns (yellow cell best 1)")
+    assert "peak TF" in findings.verdict_line(f)  # one table: its fitted peak too
+    assert findings.verdict_line(f, details=False) == "holds 1/1 columns (yellow cell best 1)"  # one of several
 
 
 def test_claim_rows_carry_ours_and_the_papers_column():

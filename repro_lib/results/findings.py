@@ -965,8 +965,10 @@ def _paper_column(column: pd.DataFrame) -> str:
     return f"yellow {yellow.max():.2f} ({ {1: 'best', 2: 'second'}.get(rank, 'no') })"
 
 
-def verdict_line(found: pd.DataFrame) -> str:
-    """The notebook's one-line verdict (the ``verdict`` cell read by ``python -m repro_lib run``'s end table)."""
+def verdict_line(found: pd.DataFrame, details: bool = True) -> str:
+    """The notebook's one-line verdict (the ``verdict`` cell read by ``python -m repro_lib run``'s end table).
+    ``details=False``: the verdict counts and the yellow cells' ranks only (no fitted peak, no diverged or missing
+    counts), for a notebook that lists several tables on its one line."""
     v = found["verdict"].value_counts().to_dict()
     parts = [f"{k} {v[k]}/{len(found)}" for k in VERDICTS if k in v]
     ranks = found["rank"].value_counts().to_dict()
@@ -974,6 +976,8 @@ def verdict_line(found: pd.DataFrame) -> str:
     missing = int(found["missing"].sum())
     left_out = int(found.get("diverged", pd.Series(dtype=int)).sum())
     peaks = [peak_text(r) for _, r in found.iterrows() if math.isfinite(r["peak_tf"])]
+    if not details:
+        return f"{', '.join(parts)} columns (yellow cell {rank})"
     return (f"{', '.join(parts)} columns (yellow cell {rank})"
             + (f"; peak TF {peaks[0]}" if len(peaks) == 1 else f"; {len(peaks)} fitted peaks" if peaks else "")
             + (f"; {left_out} diverged runs left out" if left_out else "")

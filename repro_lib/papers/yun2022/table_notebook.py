@@ -602,8 +602,15 @@ class YunTables:
 
     def verdict(self) -> str:
         """The notebook's one-line verdict over every table shown with :meth:`findings` (the cell tagged
-        ``verdict``, read by the runner's end table)."""
-        return "; ".join(f"{name.replace('yun2022_', '')}: {verdict_line(f)}" for name, f in self._found.items())
+        ``verdict``, read by the runner's end table); with several tables, each table's verdict counts and yellow
+        ranks (``findings.verdict_line(details=False)``), then the missing runs once."""
+        if len(self._found) == 1:
+            return "; ".join(f"{name.replace('yun2022_', '')}: {verdict_line(f)}" for name, f in self._found.items())
+        # several tables on one line: each table's counts and ranks, then what they leave out, once
+        missing = sum(int(f["missing"].sum()) for f in self._found.values())
+        return ("; ".join(f"{name.replace('yun2022_', '')}: {verdict_line(f, details=False)}"
+                          for name, f in self._found.items())
+                + (f"; provisional: {missing} runs missing" if missing else ""))
 
     @property
     def data_label(self) -> str:

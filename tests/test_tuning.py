@@ -267,3 +267,25 @@ def test_the_verdicts_of_a_rule_that_loses_accuracy():
     assert words["the rule's weight decay at 4B recovers the tuned accuracy at B"] == "no"
     assert words["the rule's weight decay at 4B recovers the angular update per epoch of the tuned setting at B"] == \
         "holds"
+
+
+def test_a_claim_against_the_rule_is_undecided_while_the_rules_angular_update_still_drifts():
+    """A Δθ shortfall of the rule's runs at 4B counts as *no* only where both compared runs settled before the LR
+    decay; where the rule's Δθ still climbs, it is *undecided* and the text says which run drifted."""
+    from repro_lib.papers.yun2022 import tuning_rule_report as report
+
+    res = _fake_results(rule_gain=0.0)
+    for i, r in res.iterrows():  # the rule's runs at 4B: Δθ well below the tuned one's, still climbing 8 % an epoch
+        if r.stage == "transfer" and r.weight_decay == 0.04:
+            res.at[i, "history"] = [dict(h, angular_update=h["angular_update"] * 0.1 * 1.08 ** min(h["epoch"], 20))
+                                    for h in r.history]
+    found = report.findings(res)
+    dtheta = found.set_index("claim").loc[
+        "the rule's weight decay at 4B recovers the angular update per epoch of the tuned setting at B"]
+    assert dtheta.word == "undecided" and dtheta.reason.startswith("outside the margin, before the regime settled")
+    assert found.attrs["regime"]["settled"] and not found.attrs["regime_rule"]["settled"]
+    assert "The rule's Δθ at B = 64 is still drifting" in report.what_we_found(found, res, "CIFAR-10 JPEG stand-in")
+    fresh = _fake_results(rule_gain=0.0)  # a shortfall of the same size where the rule's Δθ settled: no
+    fresh["history"] = [[dict(h, angular_update=h["angular_update"] * 0.5) for h in r.history]
+                        if r.stage == "transfer" and r.weight_decay == 0.04 else r.history for r in fresh.itertuples()]
+    assert report.findings(fresh).set_index("claim").loc[dtheta.name, "word"] == "no"

@@ -204,8 +204,8 @@ def test_toy_claim_and_table():
 
 
 # ------------------------------------------------------------------------------------------------ back-matching
-def _bm_results(seeds=(0,), synthetic=False, lars=50.0, train_acc=99.0):
-    acc = {"sgd": 45.0, "lars": lars, "lsalr": 46.0, "scale_amended_sgd": 49.0}
+def _bm_results(seeds=(0,), synthetic=False, lars=50.0, train_acc=99.0, sgd=45.0):
+    acc = {"sgd": sgd, "lars": lars, "lsalr": 46.0, "scale_amended_sgd": 49.0}
     paper = {"sgd": 92.34, "lars": 91.81, "lsalr": 92.58, "scale_amended_sgd": 92.45}  # VGG11: LSALR ahead
     cfg = SimpleNamespace(dataset="cifar10-jpeg", synthetic=synthetic, n_test=2000)
     hist = [{"epoch": e, "lr": 0.1 if e <= 10 else 0.01, "angular_update": 0.3, "train_acc": train_acc}
@@ -232,6 +232,9 @@ def test_backmatching_claims_per_column_say_what_the_papers_numbers_support():
     assert against["paper_effect"] == pytest.approx(92.45 - 91.81)
     early = BR.column_claims(_bm_results((0, 1, 2), lars=60.0, train_acc=62.0))[0]
     assert early["word"] == "undecided" and "before training converged" in early["verdict"]
+    # SGD within the noise, LARS ahead beyond it before convergence: the reason names the rival against the claim
+    mixed = BR.column_claims(_bm_results((0, 1, 2), lars=60.0, train_acc=62.0, sgd=49.0))[0]
+    assert mixed["verdict"].startswith("undecided (against the claim for LARS, before training converged)")
 
 
 # ------------------------------------------------------------------------------------------------ the notebooks

@@ -111,8 +111,11 @@ def column_claims(results: pd.DataFrame, item: str = "Table 1") -> list[dict]:
                 word, reason = "holds", ""
             elif "no" in words:
                 word, reason = "no", ""
-            else:
-                word, reason = "undecided", next(r for w, r in judged.values() if w == "undecided")
+            else:  # a rival beaten beyond the noise but before convergence says more than one within it
+                against = [m for m, (w, r) in judged.items() if w == "undecided" and r.startswith("against")]
+                word, reason = "undecided", (
+                    f"against the claim for {', '.join(SHORT[m] for m in against)}, before training converged"
+                    if against else next(r for w, r in judged.values() if w == "undecided"))
             detail = ("SA-SGD − " + ", ".join(f"{SHORT[m]} {dm.text()}" for m, dm in diffs.items())
                       + f" (paired by seed, {seeds} seeds; final train acc. ≥ {reg['train_acc']:.0f} %)")
         d_main = diffs[strongest] if strongest else findings.NO_DIFFERENCE

@@ -302,3 +302,23 @@ def test_cifar_plan_trains_each_optimizer_at_e2s_and_table_1s_weight_decay():
     assert cifar.paper_weight_decay("adamw", "E.2") == pytest.approx(1e-4)
     with pytest.raises(ValueError, match="^setting:"):
         cifar.paper_weight_decay("sgd", "E.3")
+
+
+def test_a_pair_without_its_runs_keeps_its_claim_undecided_and_named():
+    """Where one pair's runs are not in the store yet (status "missing"), its claim is still published, *undecided*
+    with the count of missing runs, and "What we found" names it instead of dropping the other pairs' sentences."""
+    res, hist = _cifar_runs({"sgd": 0.5, "sgdp": 0.02, "adamw": 0.07, "adamp": 0.065},
+                            {"sgd": 31.7, "sgdp": 31.5, "adamw": 20.0, "adamp": 29.4}, jitter=JITTER)
+    gone = (res.setting == "Table 1") & res.optimizer.isin(["adamw", "adamp"])
+    res.loc[gone, "status"] = "missing"
+    hist = hist[~((hist.setting == "Table 1") & hist.optimizer.isin(["adamw", "adamp"]))]
+    runs = R.cifar_runs(res, hist)
+    found = R.cifar_contrasts(runs)
+    assert len(found) == 4
+    g = found.set_index(["name", "a"]).loc[("norm growth", "adamp")]
+    assert g.word == "undecided" and g.reason == "6 runs missing" and math.isnan(g["diff"])
+    claims = {c["claim"]: c for c in R.cifar_claims(found, res, "CIFAR-10")}
+    assert claims["norm growth: AdamP < AdamW"]["verdict"] == "undecided (6 runs missing)"
+    text = R.cifar_found(RunConfig(width=8, n=1024, batch_size=64, num_epochs=100), found, res, "CIFAR-10", seeds=3)
+    assert "SGDP +0.031 vs SGD +0.510" in text and "AdamP − AdamW" in text
+    assert "Not run yet (the claim stays *undecided*): norm growth AdamP vs AdamW." in text

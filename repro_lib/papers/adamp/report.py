@@ -522,24 +522,28 @@ def cifar_contrasts(runs: pd.DataFrame, real_data: bool = True) -> pd.DataFrame:
     fields)."""
     rows = []
     for name, setting in CLAIM_SETTING.items():
-        s = runs[(runs.setting == setting) & (runs.status == "finished")]
+        mine = runs[runs.setting == setting]
+        s = mine[mine.status == "finished"]
         col = "norm_growth" if name == "norm growth" else "test_acc"
         rel = "<" if name == "norm growth" else ">"
         for a, b in CIFAR_PAIRS:
+            if not mine.optimizer.isin([a, b]).any():
+                continue  # a pair this profile does not run
             va = s[s.optimizer == a].set_index("seed")[col]
             vb = s[s.optimizer == b].set_index("seed")[col]
-            if not len(va) or not len(vb):
-                continue
-            d = findings.difference(va, vb, paired=True)
+            d = (findings.difference(va, vb, paired=True) if len(va) and len(vb)
+                 else findings.NO_DIFFERENCE)  # a side without a finished run: the claim stays, undecided
             if name == "norm growth":
-                wd = C.paper_weight_decay(b, "Table 1")
-                paper_effect = _paper_norm_growth(a, wd) - _paper_norm_growth(b, wd)
+                paper_effect = _paper_growth_gap(a, b)
             else:
                 paper_effect = _paper_top1(a) - _paper_top1(b)
             row = dict(name=name, a=a, b=b, relation=rel, value_a=float(va.mean()), value_b=float(vb.mean()),
                        diff=d.diff, lo=d.lo, hi=d.hi, resolution=d.resolution, seeds=d.n,
                        paper_effect=paper_effect)
             word, reason = findings.judge_difference(d, rel, real_data=real_data)
+            missing = int((mine.optimizer.isin([a, b]) & (mine.status == "missing")).sum())
+            if missing and (word != "holds" or not math.isfinite(d.diff)):
+                reason = f"{missing} run{'s' if missing != 1 else ''} missing"
             if no_growth(row) and not (real_data and d.n < findings.MIN_SEEDS):
                 word, reason = "undecided", f"{NET_NAMES[b]}'s norm did not grow: no growth for the projection to slow"
             row.update(word=word, reason=reason, interval=findings.interval_fields(d, paper_effect=paper_effect))
@@ -613,6 +617,12 @@ def _paper_norm_growth(opt: str, wd: float) -> float:
     return float(row.norm_change.iloc[0]) if len(row) else math.nan
 
 
+def _paper_growth_gap(a: str, b: str) -> float:
+    """Table 1's norm growth of ``a`` minus that of ``b`` at the pair's weight decay (the baseline ``b``'s row)."""
+    wd = C.paper_weight_decay(b, "Table 1")
+    return _paper_norm_growth(a, wd) - _paper_norm_growth(b, wd)
+
+
 def _paper_top1(opt: str, model: str = "resnet18") -> float:
     t2 = transcribed.table("adamp_table2")
     row = t2[(t2.model == model) & (t2.optimizer == opt) & (~t2.cutmix.astype(bool))]
@@ -659,6 +669,8 @@ def cifar_claims(found: pd.DataFrame, res: pd.DataFrame, data: str) -> list[dict
             paper = f"Table 2 (ImageNet R18): {a} {_paper_top1(r.a):.2f}, {b} {_paper_top1(r.b):.2f}"
             ours = f"{a} {findings.num(r.value_a, '.1f')}, {b} {findings.num(r.value_b, '.1f')}"
             detail = f"{_interval(r, '+.2f')} points (paired by seed, {r.seeds} seeds; {ours})"
+        if not math.isfinite(r["diff"]):
+            detail = ""  # no pair to compare yet: the reason (runs missing) says it all
         mine = res[res.optimizer.isin([r.a, r.b]) & (res.setting == CLAIM_SETTING[r["name"]])]
         c = claim(item[r["name"]], f"{r['name']}: {a} {r.relation} {b}", r.word, r.reason, detail, ours, paper, data,
                   seeds=int(r.seeds), train_minutes=findings.train_minutes(mine))
@@ -678,10 +690,11 @@ def cifar_found(cfg, found: pd.DataFrame, res: pd.DataFrame, data: str, seeds: i
           f"{data} at B = {cfg.batch_size} with {seeds} seed{'s' if seeds != 1 else ''} per optimizer and weight "
           f"decay ({minutes:.1f} min of training for all of them), where the paper trains the full-width network "
           f"on ImageNet for 100 epochs with three seeds.")
-    rows = {(r["name"], r["a"]): r for _, r in found.iterrows()}
-    need = [(q, a) for q in ("norm growth", "test accuracy") for a, _ in CIFAR_PAIRS]
-    if not all(k in rows and math.isfinite(rows[k]["diff"]) for k in need):
+    rows = {(r["name"], r["a"]): r for _, r in found.iterrows() if math.isfinite(r["diff"])}
+    if not rows:
         return s1 + " Not every run has finished, so there is nothing to compare yet."
+    waiting = [f"{q} {NET_NAMES[a]} vs {NET_NAMES[b]}" for q in ("norm growth", "test accuracy")
+               for a, b in CIFAR_PAIRS if (q, a) not in rows]
     out = [s1]
     if summary is not None and "train_acc" in summary and "E.2" in set(summary.setting):
         e2 = summary[summary.setting == "E.2"].set_index("optimizer").train_acc.dropna()
@@ -702,13 +715,13 @@ def cifar_found(cfg, found: pd.DataFrame, res: pd.DataFrame, data: str, seeds: i
         return (f"{NET_NAMES[a]} {r['value_a']:+.3f} vs {NET_NAMES[r['b']]} {r['value_b']:+.3f} at "
                 f"{_wd_text(a, r['b'], 'Table 1')} ({way} with the projection: {_interval(r, '+.3f')}, *{r['word']}*)")
 
-    theirs = ", ".join(f"{NET_NAMES[a]} − {NET_NAMES[b]} {rows[('norm growth', a)]['paper_effect']:+.2f}"
-                       for a, b in CIFAR_PAIRS)
+    grown = [a for a, _ in CIFAR_PAIRS if ("norm growth", a) in rows]
+    theirs = ", ".join(f"{NET_NAMES[a]} − {NET_NAMES[b]} {_paper_growth_gap(a, b):+.2f}" for a, b in CIFAR_PAIRS)
     s2 = (f"Norm growth of the scale-invariant weights from epoch 1 to the end (Table 1's quantity, mean over seeds; "
           f"differences paired by seed with their 95 % intervals) at the weight decays of Table 1's rows: "
-          f"{growth('sgdp')}; {growth('adamp')}. Table 1 has it smaller with the projection in both pairs "
-          f"({theirs} on ImageNet).")
-    shrank = [NET_NAMES[r["b"]] for a, _ in CIFAR_PAIRS for r in [rows[("norm growth", a)]] if no_growth(r)]
+          f"{'; '.join(growth(a) for a in grown) or 'no pair has its runs yet'}. Table 1 has it smaller with the "
+          f"projection in both pairs ({theirs} on ImageNet).")
+    shrank = [NET_NAMES[r["b"]] for a in grown for r in [rows[("norm growth", a)]] if no_growth(r)]
     if shrank:
         s2 += (f" Here the norm of {' and '.join(shrank)} shrinks even at this decay: there is no growth for the "
                f"projection to slow, so {'that claim stays' if len(shrank) == 1 else 'those claims stay'} "
@@ -721,14 +734,17 @@ def cifar_found(cfg, found: pd.DataFrame, res: pd.DataFrame, data: str, seeds: i
                    f"where the decay shrinks the baseline's norm — as in Table 1's own SGD row at 1e-4, "
                    f"{_paper_norm('sgd', 1e-4)} — the projected optimizers' ten times smaller decay on the weights "
                    f"they project (wd_ratio 0.1) decides which norm shrinks more, not the projection.")
-    acc = [rows[("test accuracy", a)] for a, _ in CIFAR_PAIRS]
+    acc = [rows[("test accuracy", a)] for a, _ in CIFAR_PAIRS if ("test accuracy", a) in rows]
     parts = []
     for r in acc:
         res_words = findings.resolution_words(findings.Difference(r["diff"], r["lo"], r["hi"], int(r["seeds"]), True,
                                                                   "paired t"), r["paper_effect"], what="these seeds")
         parts.append(f"{NET_NAMES[r['a']]} − {NET_NAMES[r['b']]} {_interval(r, '+.2f')} points (*{r['word']}*"
                      + (f"; {res_words}" if res_words else "") + ")")
-    out.append(f"Test accuracy at E.2's weight decay, paired by seed: {'; '.join(parts)}.")
+    if parts:
+        out.append(f"Test accuracy at E.2's weight decay, paired by seed: {'; '.join(parts)}.")
+    if waiting:
+        out.append(f"Not run yet (the claim stays *undecided*): {', '.join(waiting)}.")
     return " ".join(out)
 
 

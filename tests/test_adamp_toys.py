@@ -235,6 +235,20 @@ def test_adamp_cos_run_resumes_bit_identically_and_does_not_rerun_a_finished_run
 
     with pytest.raises(ValueError, match="another run"):
         T.adamp_cos_run(model, stream, checkpoint=ckpt, **{**kw, "steps": 11})
+
+    # keep_weights=False: the finished record holds the rows only; read back, it returns them and leaves the model
+    light = tmp_path / "light" / "cos_run.pt"
+    model, _ = _smoke_run_setup()
+    rows = T.adamp_cos_run(model, stream, checkpoint=light, keep_weights=False, **kw)
+    pd.testing.assert_frame_equal(rows, ref, check_exact=True)
+    saved = torch.load(light, weights_only=False)
+    assert saved["finished"] and "model" not in saved and light.stat().st_size < ckpt.stat().st_size
+    model, _ = _smoke_run_setup(seed=1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    again = T.adamp_cos_run(model, killed_after(0), checkpoint=light, keep_weights=False, **kw)  # trains nothing
+    assert starts == [0, 4]
+    pd.testing.assert_frame_equal(again, ref, check_exact=True)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
     with pytest.raises(ValueError, match="callable"):
         T.adamp_cos_run(model, list(itertools.islice(stream(0), 10)), checkpoint=tmp_path / "x.pt", **kw)
 

@@ -422,7 +422,8 @@ def _set_rng_state(state: dict) -> None:
 def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weight_decay: float = 0.0,
                   delta: float = 0.1, schedule: str = "constant", record_every: int = 1, record_from: int = 0,
                   progress: bool = False, checkpoint: str | os.PathLike | None = None,
-                  checkpoint_every: int = 1000, run_key: dict | None = None) -> pd.DataFrame:
+                  checkpoint_every: int = 1000, run_key: dict | None = None,
+                  keep_weights: bool = True) -> pd.DataFrame:
     """Appendix C / Table B.1 measurement ("Based on ImageNet training with ResNet18"): train ``model`` with
     AdamP (β = (0.9, 0.999), ε = 1e-8, decoupled wd ×lr as torch's AdamW: Table 2's "wd 1e-4" at lr 1e-3 is
     ``weight_decay=0.1``) for ``steps`` batches of (x, y), the LR ``schedule`` ("constant", or "cosine":
@@ -446,7 +447,9 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
     the kernels are deterministic (CPU; on CUDA, cuDNN's nondeterministic backward already makes two
     uninterrupted runs differ in the last bits). When the run finishes the file is replaced (atomically) by the
     finished record — the rows and the final model state dict, no optimizer state — and a later call returns
-    those rows and loads those weights into ``model`` without training. The file records the run's arguments
+    those rows and loads those weights into ``model`` without training. ``keep_weights=False`` leaves the
+    weights out of the finished record (the rows only, a tenth of the size for the cpu model) for a caller that
+    reads only the statistics; a later call then returns the rows and leaves ``model`` as it is. The file records the run's arguments
     plus ``run_key`` (what the caller's model and data depend on, e.g. profile sizes, seed, dataset); a file of
     another run raises ``ValueError`` rather than be overwritten or reused. A ``batches`` that ends before
     ``steps`` raises ``ValueError`` (nothing short is recorded as finished)."""
@@ -479,7 +482,8 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
             diff = sorted(k for k in key if state["key"].get(k) != key[k])
             raise ValueError(f"checkpoint: {path} belongs to another run (differs in {diff}); delete it or pass "
                              f"another path")
-        model.load_state_dict(state["model"])
+        if "model" in state:  # a finished record written with keep_weights=False has none
+            model.load_state_dict(state["model"])
         if state["finished"]:
             return pd.DataFrame(state["rows"])
         opt.load_state_dict(state["optimizer"])
@@ -508,7 +512,8 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
     if done < steps:
         raise ValueError(f"batches: ran out after {done} of {steps} steps")
     if path is not None:
-        save_torch_atomic(path, dict(finished=True, key=key, step=steps, model=model.state_dict(), rows=rows))
+        weights = dict(model=model.state_dict()) if keep_weights else {}
+        save_torch_atomic(path, dict(finished=True, key=key, step=steps, rows=rows, **weights))
     return pd.DataFrame(rows)
 
 

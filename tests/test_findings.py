@@ -95,6 +95,8 @@ def test_claim_rows_and_verdict_line():
     assert findings.verdict_line(f).startswith("holds 1/1 columns (yellow cell best 1)")
     assert "peak TF" in findings.verdict_line(f)  # one table: its fitted peak too
     assert findings.verdict_line(f, details=False) == "holds 1/1 columns (yellow cell best 1)"  # one of several
+    below = f.assign(verdict="no", rank="no")  # a column whose yellow cell is neither best nor second
+    assert findings.verdict_line(below, details=False) == "no 1/1 columns (yellow cell below second 1)"
 
 
 def test_claim_rows_carry_ours_and_the_papers_column():

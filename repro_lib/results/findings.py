@@ -972,7 +972,8 @@ def verdict_line(found: pd.DataFrame, details: bool = True) -> str:
     v = found["verdict"].value_counts().to_dict()
     parts = [f"{k} {v[k]}/{len(found)}" for k in VERDICTS if k in v]
     ranks = found["rank"].value_counts().to_dict()
-    rank = ", ".join(f"{k} {ranks[k]}" for k in ("best", "second", "no") if k in ranks)
+    words = {"best": "best", "second": "second", "no": "below second"}  # how many columns put the yellow cell where
+    rank = ", ".join(f"{words[k]} {ranks[k]}" for k in words if k in ranks)
     missing = int(found["missing"].sum())
     left_out = int(found.get("diverged", pd.Series(dtype=int)).sum())
     peaks = [peak_text(r) for _, r in found.iterrows() if math.isfinite(r["peak_tf"])]

@@ -449,10 +449,10 @@ def adamp_cos_run(model: nn.Module, batches, steps: int, lr: float = 1e-3, weigh
     finished record — the rows and the final model state dict, no optimizer state — and a later call returns
     those rows and loads those weights into ``model`` without training. ``keep_weights=False`` leaves the
     weights out of the finished record (the rows only, a tenth of the size for the cpu model) for a caller that
-    reads only the statistics; a later call then returns the rows and leaves ``model`` as it is. The file records the run's arguments
-    plus ``run_key`` (what the caller's model and data depend on, e.g. profile sizes, seed, dataset); a file of
-    another run raises ``ValueError`` rather than be overwritten or reused. A ``batches`` that ends before
-    ``steps`` raises ``ValueError`` (nothing short is recorded as finished)."""
+    reads only the statistics; a later call then returns the rows and leaves ``model`` as it is. The file
+    records the run's arguments plus ``run_key`` (what the caller's model and data depend on, e.g. profile sizes,
+    seed, dataset); a file of another run raises ``ValueError`` rather than be overwritten or reused. A
+    ``batches`` that ends before ``steps`` raises ``ValueError`` (nothing short is recorded as finished)."""
     from ...schedules import Constant, Cosine
 
     if schedule not in ("constant", "cosine"):

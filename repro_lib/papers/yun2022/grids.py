@@ -236,7 +236,7 @@ def section3_cells() -> pd.DataFrame:
 # combination -- the one at the paper's tuning factor 10/128, a quarter of it and four times it, so that "the best
 # value has the tuning factor 10/128" is tested against a neighbour on either side --, width 8, 60 epochs (the first
 # decay after 4.7 relaxation times 1/(2 TF) of the yellow value, 1.2 of the quarter one), 3 seeds stacked per value
-# (fit_many), 2,000 test images. The notebook's cap is 90 minutes (``registry``): 54 runs of six sizes.
+# (fit_many), 2,000 test images. The notebook's cap is 120 minutes (``registry.SECTION3_CAP``): 54 runs of six sizes.
 _register(Experiment(
     table="yun2022_section3", cells_fn=section3_cells,
     profiles={

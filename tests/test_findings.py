@@ -110,7 +110,7 @@ def test_claim_rows_carry_ours_and_the_papers_column():
     f = findings.findings(g)
     (row,) = findings.claim_rows(f, "Yun et al. 2022", "Table 1", "yellow best or second", "CIFAR-10", results=g)
     assert row["ours"] == f"yellow {f.iloc[0].yellow_mean:.2f} ± {f.iloc[0].yellow_sd:.2f}"
-    assert row["paper_value"] == "yellow 92.00 (no)"  # two paper cells read 92.5: the yellow one is third
+    assert row["paper_value"] == "yellow 92.00 (below second)"  # two paper cells read 92.5: the yellow one is third
     g.loc[g.yellow, "paper_accuracy"] = 95.0
     (row,) = findings.claim_rows(findings.findings(g), "Y", "T", "c", "d", results=g)
     assert row["paper_value"] == "yellow 95.00 (best)"
@@ -175,3 +175,24 @@ def test_column_label_names_the_papers_column_and_ours():
     assert findings.column_label(col, "batch_size") == "paper B = 1,024 (ours: B = 128, N = 1,000)"
     same = col.assign(paper_n=1000, paper_batch_size=128)
     assert findings.column_label(same, "n") == "N = 1,000"
+
+
+def test_paper_rank_reads_in_the_words_of_our_rank():
+    """The paper's yellow rank (``_paper_column``), our verdict line and the README's short column use one map of
+    rank words: the README's cell reads the paper's rank back from the paper_value text."""
+    from repro_lib.results import publish
+
+    assert findings.RANK_SHORT == {"best": "best", "second": "second", "no": "below second"}
+    for word, short in (("best", "best"), ("second", "second"), ("below second", "3rd+")):
+        assert publish._short_paper({"rank": "no", "paper_value": f"yellow 94.17 ({word})"}) == short
+
+
+def test_a_log_ratio_claim_reads_as_a_ratio_in_the_short_column():
+    """A claim whose estimate and interval are log ratios (``scale`` "log", the tuning rule's Δθ) shows as the ratio
+    and its interval in the README's short column, not as a log ± resolution; a difference keeps "± resolution"."""
+    from repro_lib.results import publish
+
+    c = {"estimate": math.log(0.67), "ci": [math.log(0.63), math.log(0.70)], "resolution": 0.05, "scale": "log"}
+    assert publish._short_ours(c) == "×0.67 [0.63, 0.70]"
+    assert publish._short_ours({**c, "ci": None}) == "×0.67"
+    assert publish._short_ours({"estimate": 1.94, "resolution": 2.33}) == "+1.94 ± 2.33"

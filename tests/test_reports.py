@@ -239,6 +239,10 @@ def test_the_result_under_the_claim_is_computed_from_the_claims():
     toy = [{"paper": "L", "item": "Sec. 3", "claim": "a | b", "data": "toy", "seeds": 1, "verdict": "holds"}]
     assert "| claim | verdict |" in publish.result_markdown(toy) and "a \\| b" in publish.result_markdown(toy)
     assert "No claim has a run behind it yet." in publish.result_markdown(yun[1:])
+    note = "Table 3: across its B columns 16, 64 (×4) the best cell's tuning factor stays put (0.0781 → 0.0781)."
+    two = [{**yun[0], "note": note}, {**yun[0], "item": "Table 1 (a), N = 1000", "note": note}]
+    assert publish.result_markdown(two).count(note) == 1 and publish.result_markdown(two).endswith(f"- {note}")
+    assert "- " not in publish.result_markdown(yun).split("| second, -0.4 |")[1]  # no note, no line
 
 
 def test_every_notebook_that_records_claims_shows_its_result_under_the_claim():

@@ -108,3 +108,25 @@ def test_a_column_without_runs_folds_into_one_line_under_the_claim():
     text = publish.result_markdown([ran, *empty])
     assert "Of 1 claim checked: *holds* 1." in text and "21 runs missing" not in text
     assert "2 more claim(s) without any run yet" in text
+
+
+def test_optimum_across_columns_long_and_short():
+    """Across two B columns (×4): the yellow cell's η and the best cell's tuning factor per column, the verdict in
+    words ("stays put" / "moves by one grid step"); the short form (first screen) keeps columns, factors, verdict."""
+    from repro_lib.papers.yun2022.table_notebook import optimum_across_columns
+
+    tf = 10 / 128
+    results = pd.DataFrame([dict(status="finished", batch_size=b, tuning_factor=tf * m, lr=0.1 * m * b / 16)
+                            for b in (16, 64) for m in (0.25, 0.5, 1, 2, 4)])
+    found = pd.DataFrame(dict(rank=["best", "second"], batch_size=[16, 64], yellow_tf=[tf, tf], best_tf=[tf, tf],
+                              peak_tf=[float("nan"), 0.08]))
+    long = optimum_across_columns(found, results, "batch_size")
+    assert "Across the B columns 16, 64 (×4) the yellow cell's η goes 0.1 → 0.4" in long and "stays put" in long
+    short = optimum_across_columns(found, results, "batch_size", short=True)
+    assert short == ("across its B columns 16, 64 (×4) the best cell's tuning factor stays at 0.0781 while the "
+                     "yellow cell's η goes 0.1 → 0.4")
+    moved = optimum_across_columns(found.assign(best_tf=[tf, 2 * tf]), results, "batch_size", short=True)
+    assert "tuning factor moves one grid step, 0.0781 → 0.156, while" in moved
+    far = optimum_across_columns(found.assign(best_tf=[tf, 4 * tf]), results, "batch_size", short=True)
+    assert "tuning factor moves ×4, 0.0781 → 0.312, while" in far
+    assert optimum_across_columns(found.iloc[:1], results, "batch_size", short=True) == ""

@@ -774,6 +774,8 @@ def angular_findings(results: pd.DataFrame, epoch: int, keys=("subtable", "n", "
 
 
 RANK_WORDS = {"best": "is the best cell", "second": "is second", "no": "is neither best nor second"}
+#: the same ranks in a word or two, for a table cell or a one-line verdict (ours and the paper's alike)
+RANK_SHORT = {"best": "best", "second": "second", "no": "below second"}
 
 
 def grid_difference(r, which: str = "best") -> Difference:
@@ -952,7 +954,8 @@ def column_label(column: pd.DataFrame, col: str = "n") -> str:
 
 def _paper_column(column: pd.DataFrame) -> str:
     """The paper's own reading of one column of a swept grid (its runs, ``column``): its yellow cell's accuracy
-    and whether it is the best or second of the paper's cells that were run ("" without the paper's accuracies)."""
+    and its rank among the paper's cells that were run, in :data:`RANK_SHORT`'s words ("" without the paper's
+    accuracies)."""
     if "paper_accuracy" not in column or "yellow" not in column:
         return ""
     keys = [k for k in ("paper_lr", "paper_weight_decay", "paper_batch_size", "paper_n") if k in column]
@@ -962,7 +965,7 @@ def _paper_column(column: pd.DataFrame) -> str:
     if yellow.empty:
         return ""
     rank = int((acc > yellow.max()).sum()) + 1
-    return f"yellow {yellow.max():.2f} ({ {1: 'best', 2: 'second'}.get(rank, 'no') })"
+    return f"yellow {yellow.max():.2f} ({RANK_SHORT[{1: 'best', 2: 'second'}.get(rank, 'no')]})"
 
 
 def verdict_line(found: pd.DataFrame, details: bool = True) -> str:
@@ -972,8 +975,7 @@ def verdict_line(found: pd.DataFrame, details: bool = True) -> str:
     v = found["verdict"].value_counts().to_dict()
     parts = [f"{k} {v[k]}/{len(found)}" for k in VERDICTS if k in v]
     ranks = found["rank"].value_counts().to_dict()
-    words = {"best": "best", "second": "second", "no": "below second"}  # how many columns put the yellow cell where
-    rank = ", ".join(f"{words[k]} {ranks[k]}" for k in words if k in ranks)
+    rank = ", ".join(f"{RANK_SHORT[k]} {ranks[k]}" for k in RANK_SHORT if k in ranks)  # columns per yellow rank
     missing = int(found["missing"].sum())
     left_out = int(found.get("diverged", pd.Series(dtype=int)).sum())
     peaks = [peak_text(r) for _, r in found.iterrows() if math.isfinite(r["peak_tf"])]

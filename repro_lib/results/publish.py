@@ -46,7 +46,8 @@ def record_claims(out_dir: str | os.PathLike, rows: list[dict]) -> Path:
     its claim (:func:`result_first`). Each row: ``paper``, ``item`` (e.g. "Table 1 (a), N = 1000"), ``claim`` (in
     words), ``data`` (``findings.dataset_label``), ``seeds``, ``verdict`` (computed from the runs, e.g. "best
     (margin +1.2, within the seed spread 1.5)"), optionally ``peak_tf`` (text), ``train_minutes``, ``ours`` and
-    ``paper_value`` (the measured value and the paper's, as text)."""
+    ``paper_value`` (the measured value and the paper's, as text), ``note`` (a sentence the first screen shows under
+    the table, once however many rows carry it)."""
     from ..store import _write_atomic
 
     required = ("paper", "item", "claim", "data", "seeds", "verdict")
@@ -83,7 +84,8 @@ def result_first() -> None:
 
 def result_markdown(rows: list[dict]) -> str:
     """The result in a few lines: one table row per claim with a verdict (claim, ours, the paper's, verdict; the
-    ours/paper columns where the claims carry them), the data the runs used, and how many claims have no run yet."""
+    ours/paper columns where the claims carry them), the data the runs used, the claims' distinct ``note``
+    sentences, and how many claims have no run yet."""
     ran = [r for r in rows if not not_run(r)]
     has = [k for k in ("ours", "paper_value") if any(r.get(k) for r in ran)]
     head = ["claim", *({"ours": "ours", "paper_value": "paper"}[k] for k in has), "verdict"]
@@ -95,6 +97,8 @@ def result_markdown(rows: list[dict]) -> str:
     said = (f" Of {len(ran)} claim{'s' if len(ran) != 1 else ''} checked: {counted}." if counted else "")
     out = [f"**Result** ({'; '.join(data) or 'see below'}; computed from this notebook's runs).{said}", ""]
     out += lines if ran else ["No claim has a run behind it yet."]
+    notes = list(dict.fromkeys(r["note"] for r in ran if r.get("note")))
+    out += ["", *(f"- {n}" for n in notes)] if notes else []
     if len(ran) < len(rows):
         out += ["", f"{len(rows) - len(ran)} more claim(s) without any run yet (see the tables below)."]
     return "\n".join(out)
@@ -222,12 +226,18 @@ def claim_groups(reports: str | os.PathLike = "reports") -> list[dict]:
 
 def _short_ours(c: dict) -> str:
     """Our value of one claim in a few characters: the yellow cell's rank for a grid claim, the tested difference ±
-    its resolution where the claim carries an interval, else ""."""
+    its resolution where the claim carries an interval (a ratio and its interval where the claim's ``scale`` is
+    "log": its estimate and ``ci`` are log ratios), else ""."""
     if not_run(c):
         return "—"
     if c.get("rank") in ("best", "second", "no"):
         return {"no": "3rd+"}.get(c["rank"], c["rank"])
     est, res = c.get("estimate"), c.get("resolution")
+    if c.get("scale") == "log" and isinstance(est, (int, float)) and math.isfinite(est):
+        ci = c.get("ci") or []
+        span = (f" [{math.exp(ci[0]):.2f}, {math.exp(ci[1]):.2f}]" if len(ci) == 2 and all(
+            isinstance(v, (int, float)) and math.isfinite(v) for v in ci) else "")
+        return f"×{math.exp(est):.2f}{span}"
     if est is not None and isinstance(est, (int, float)) and math.isfinite(est):
         return f"{est:+.2f}" + (f" ± {res:.2f}" if isinstance(res, (int, float)) and math.isfinite(res) else "")
     return ""
@@ -235,9 +245,9 @@ def _short_ours(c: dict) -> str:
 
 def _short_paper(c: dict) -> str:
     """The paper's value of one claim in a few characters: its yellow cell's rank, its own difference, or "—"."""
-    m = re.search(r"\((best|second|no)\)", str(c.get("paper_value", "")))
+    m = re.search(r"\((best|second|below second|no)\)", str(c.get("paper_value", "")))
     if c.get("rank") and m:
-        return {"no": "3rd+"}.get(m.group(1), m.group(1))
+        return {"no": "3rd+", "below second": "3rd+"}.get(m.group(1), m.group(1))
     pe = c.get("paper_effect")
     if isinstance(pe, (int, float)) and math.isfinite(pe):
         return f"{pe:+.2f}"

@@ -115,10 +115,11 @@ def say_columns(found: pd.DataFrame, col: str) -> str:
     return f"{text}\n{line}" if text else line
 
 
-def optimum_across_columns(found: pd.DataFrame, results: pd.DataFrame, col: str) -> str:
+def optimum_across_columns(found: pd.DataFrame, results: pd.DataFrame, col: str, short: bool = False) -> str:
     """Whether the optimum keeps its tuning factor while its η moves, across the columns of one sub-table of a
     swept grid (two or more columns of ``col`` = N or B): the yellow cell's η in each, the best cell's tuning
-    factor and η, and the fitted peaks, in one sentence ("" with fewer than two columns run)."""
+    factor and η, and the fitted peaks, in one sentence ("" with fewer than two columns run). ``short``: the
+    columns, the best cells' tuning factors and the verdict only, for the notebook's first screen."""
     f = found[found["rank"] != "n/a"]
     if "subtable" in f:
         f = f[f["subtable"] == f["subtable"].iloc[0]] if len(f) else f
@@ -137,6 +138,11 @@ def optimum_across_columns(found: pd.DataFrame, results: pd.DataFrame, col: str)
                "moves by one grid step (×2)" if spread <= 2 + 1e-6 else f"moves ×{spread:.3g}")
     peaks = [f"{p:.3g}" if p == p else "none" for p in f["peak_tf"]]
     best_lrs = [e for _, e in best]
+    if short:
+        where = (f"stays at {tfs[0]:.3g}" if spread < 1 + 1e-6 else
+                 f"{verdict.replace(' (×2)', '').replace('by ', '')}, {' → '.join(f'{t:.3g}' for t in tfs)},")
+        return (f"across its {name} columns {', '.join(f'{v:,g}' for v in vals)} (×{ratio:g}) the best cell's tuning "
+                f"factor {where} while the yellow cell's η goes {' → '.join(f'{v:.3g}' for v in y)}")
     return (f"Across the {name} columns {', '.join(f'{v:,g}' for v in vals)} (×{ratio:g}) the yellow cell's η goes "
             f"{' → '.join(f'{v:.3g}' for v in y)} at one tuning factor, {f['yellow_tf'].iloc[0]:.3g}; the best cell "
             f"is at tuning factor {', '.join(f'{t:.3g}' for t in tfs)} (η {' → '.join(f'{e:.3g}' for e in best_lrs)}) "
@@ -482,6 +488,9 @@ class YunTables:
             display(Markdown(f"**{item}** ({data}). {note}"))
         else:
             self._found[name] = found
+            across = optimum_across_columns(found, results, col, short=True)
+            for r in rows if across else ():  # the optimum across the columns, for the first screen
+                r["note"] = f"{name.replace('yun2022_table', 'Table ')}: {across}."
             self._claims[name] = rows
             text = " ".join(t for t in (self.found_text(name, found, results),
                                         optimum_across_columns(found, results, col),

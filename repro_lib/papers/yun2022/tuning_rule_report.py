@@ -194,7 +194,7 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
         f"Δθ rule / tuned {_ratio(ratio)}, control / tuned {fnd.num(cratio)}",
         dict(iv, mean=ratio["mean"], lo=ratio["lo"], hi=ratio["hi"]), judged,
         f"ratio {_ratio(ratio)} (same: within ×{SAME_ANGLE:g}); keeping λ: {fnd.num(cratio)}",
-        interval=fnd.interval_fields(iv["diff"], margin=band))
+        interval={**fnd.interval_fields(iv["diff"], margin=band), "scale": "log"})  # estimate, ci: log ratios
 
     # 2./3. accuracy: rule − control and rule − tuned, paired by seed
     paper_d = {(ARMS[1], ARMS[2]): pp.get("rule", math.nan) - pp.get("control", math.nan),

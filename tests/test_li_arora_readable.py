@@ -177,6 +177,20 @@ def test_preresnet_found_says_what_the_table_shows():
     assert not any(f"ends at {v:.1f} % train" in text for v in one_seed if abs(v - tr) > 0.05)
     assert f"TEXP−− ends {abs(con['diff'].iloc[0]):.2f} points" in text
     assert "seed-paired difference" in text and "*no*" in text
+    assert "at 3 seed pairs" in text
+
+
+def test_preresnet_found_names_the_range_of_seeds_per_schedule():
+    """Where the schedules have different numbers of seeds, the first sentence gives the range per schedule and the
+    resolution sentence the range of seed pairs its intervals use."""
+    cfg = SimpleNamespace(num_epochs=20, width=8, n=2048, tuning_factor=0.195)
+    paper = SimpleNamespace(num_epochs=160, width=16, n=50000, tuning_factor=0.195)
+    hist = _hist(epochs=20, seeds=(0, 1, 2, 3, 4))
+    hist = hist[~((hist.label != "TEXP--") & (hist.seed > 2))]  # TEXP-- on 5 seeds, the others on 3
+    per_seed = hist[hist.epoch == 20].pivot_table(index="seed", columns="label", values="test_acc")
+    con = R.judged_contrasts(per_seed, [("Fig. 3", "TEXP--", "TEXP", "<")])
+    text = R.preresnet_found(cfg, paper, hist, con, findings.paired_gaps(hist, {}), "stand-in")
+    assert "3 to 5 seeds per schedule;" in text and "at 3 seed pairs" in text
 
 
 # ------------------------------------------------------------------------------------------------ the toy

@@ -121,7 +121,28 @@ def test_sec4_plan_runs_exact_and_schedule_only_variants():
             assert sb.correction_steps() == [] and sa.correction_steps()[0] == 0 and len(sa.correction_steps()) > 1
             assert sa.lr(100) == sb.lr(100)  # the same LR schedule
         assert plan.construction["step decay + WD"] == "weight decay" and plan.construction["TEXP--"] == "exact"
-    assert len(E.preresnet_plan("cpu")) == 49 and len(E.preresnet_plan("paper")) == 27  # 7 runs x 7 seeds; 9 x 3
+    assert len(E.preresnet_plan("paper")) == 27  # 9 runs x 3 seeds
+
+
+def test_cpu_plan_gives_more_seeds_to_the_noisy_contrasts():
+    """cpu: every run on seeds 0..6 at least; ``seeds_by_run`` extends the schedules of the contrasts whose per-seed
+    differences spread most, always as one run of seeds from 0, so that every contrast pairs the seeds both runs
+    share; every other profile has one seed list for all runs."""
+    from repro_lib.papers.li_arora import exp_lr as E
+    from repro_lib.papers.li_arora import report as R
+
+    plan = E.preresnet_plan("cpu")
+    seeds = plan.groupby("label").seed.apply(sorted).to_dict()
+    assert all(s == list(range(len(s))) and len(s) >= 7 for s in seeds.values())
+    assert {k: len(v) for k, v in seeds.items()} == {
+        "step decay + WD": 19, "cosine + WD": 19, "TEXP": 15, "TEXP--": 15, "exp-cosine": 9,
+        "TEXP (no correction)": 15, "exp-cosine (no correction)": 7}
+    for _, a, b, _rel in R.CLAIMS:  # the seed pairs of a contrast: the shorter run's seeds
+        if a in seeds and b in seeds:
+            assert set(seeds[a]) & set(seeds[b]) == set(range(min(len(seeds[a]), len(seeds[b]))))
+    assert len(plan) == 99 and len(plan.drop_duplicates("cfg")) == 99
+    for profile in ("smoke", "gpu", "paper"):
+        assert E.preresnet_plan(profile).groupby("label").seed.nunique().nunique() == 1
 
 
 def test_overflow_rescaling_in_the_papers_setting():

@@ -290,6 +290,12 @@ def phase3_relaxations(cfg) -> float:
     return phases(cfg.num_epochs)[-1] / relaxation_epochs(cfg.tuning_factor / 100)
 
 
+def _count_span(counts: pd.Series, noun: str) -> str:
+    """"7 seeds", or "7 to 19 seeds" where ``counts`` differ; "0 seeds" for none."""
+    lo, hi = (int(counts.min()), int(counts.max())) if len(counts) else (0, 0)
+    return f"{lo} {noun}{'s' if lo != 1 else ''}" if lo == hi else f"{lo} to {hi} {noun}s"
+
+
 def preresnet_found(cfg, paper_cfg, hist: pd.DataFrame, judged: pd.DataFrame, exact_vs_schedule: pd.DataFrame,
                     data_label: str) -> str:
     """What the PreResNet32 runs show, in a few sentences computed from them: the size of the runs against the
@@ -297,9 +303,10 @@ def preresnet_found(cfg, paper_cfg, hist: pd.DataFrame, judged: pd.DataFrame, ex
     constant in the first phase, the verdicts with their seed-paired intervals and resolutions, TEXP−− against the
     length of the third phase, and what dropping the momentum correction changes."""
     ph, ph_paper = phases(cfg.num_epochs), phases(paper_cfg.num_epochs)
-    seeds = int(judged["seeds"].min()) if len(judged) else 0
+    per_run = hist.groupby("label")["seed"].nunique() if len(hist) else pd.Series(dtype=int)
     out = [f"These runs train PreResNet-32 at width {cfg.width} on {cfg.n:,} training images ({data_label}) for "
-           f"{cfg.num_epochs} epochs (phases of {'/'.join(map(str, ph))} epochs), {seeds} seed{'s' if seeds != 1 else ''}; "
+           f"{cfg.num_epochs} epochs (phases of {'/'.join(map(str, ph))} epochs), {_count_span(per_run, 'seed')}"
+           f"{' per schedule' if per_run.nunique() > 1 else ''}; "
            f"the paper profile trains width {paper_cfg.width} on {paper_cfg.n:,} images for {paper_cfg.num_epochs} "
            f"epochs ({'/'.join(map(str, ph_paper))})."]
     last = final_epoch(hist, ("train_acc", "test_acc")) if len(hist) else pd.DataFrame()
@@ -324,8 +331,8 @@ def preresnet_found(cfg, paper_cfg, hist: pd.DataFrame, judged: pd.DataFrame, ex
         s = (f"Of the {len(judged)} comparisons, {word_counts(judged['word'], mark='*')}: each is judged by the 95 % "
              f"interval of the seed-paired difference of final test accuracies")
         if len(res):
-            s += (f", which resolves ±{res.min():.2f} to ±{res.max():.2f} points at {seeds} "
-                  f"seed{'s' if seeds != 1 else ''}")
+            s += (f", which resolves ±{res.min():.2f} to ±{res.max():.2f} points at "
+                  f"{_count_span(judged['seeds'], 'seed pair')}")
         eq = judged[judged["relation"] == "≈"]
         if len(eq):
             s += (f"; an \"≈\" claim holds only when its whole interval lies within ±{eq['margin'].iloc[0]:g} point"

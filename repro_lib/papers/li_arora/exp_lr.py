@@ -453,19 +453,19 @@ PRERESNET_RUNS = {
     "exp-cosine": ("exp_cosine", "Fig. 5", {}),
     "exp-cosine (no correction)": ("exp_cosine", "Fig. 5", NO_CORRECTION),
 }
-# Sizes per profile. paper: 160 epochs (the common PreResNet32 recipe with decay at 80 and 120; the paper's figures
-# run to epoch ~160-200, the text names only the decay epochs). cpu: 2,048 real images (16 steps of 128 per epoch,
-# the shrink rules' floor), width 8, 20 epochs (phases of 10/5/5 epochs), with λ scaled so that the tuning factor
-# Nηλ/(B(1−γ)) = 0.195 and hence the relaxation time 1/(2 TF) = 2.56 epochs are the paper's (λ = 5e-4 × 50,000 /
-# 2,048 = 0.0122): the first decay comes after 3.9 relaxation times, by which the weight norm would settle at the
-# paper's pace (the notebook checks whether it did: ``report.phase1_settling``). Final accuracy on the full
-# 10,000-image test set (evaluated at epochs 10 and 20). Seeds: a seed-paired 95 % interval of a difference is t(n−1)/√n × its seed sd wide on either side (2.48 × with 3,
-# 0.92 × with 7, 0.48 × with 19). Every run has 7 seeds; ``seeds_by_run`` gives more to the schedules of the contrasts
-# whose per-seed differences spread most, so that each resolves about ±2 points or better: at 7 seeds TEXP−− − TEXP
-# spread by 3.3 points (sd) and cosine − step by 3.8, which take 15 and 19 seeds; exp-cosine − step spread by 2.3
-# (9 seeds). An "≈" claim needs its whole interval inside the ±1 margin: TEXP (no correction) − TEXP spread by 1.4
-# around +0.1, so 15 seeds (±0.8) could decide it (the notebook says whether they did); exp-cosine (no correction) − exp-cosine (1.7 around −0.2) would take
-# about 20 seeds of both runs and keeps 7.
+# Sizes per profile. paper: 160 epochs (the common PreResNet32 recipe with decay at 80 and 120; the paper's figures run
+# to epoch ~160-200, the text names only the decay epochs). cpu: 2,048 real images (16 steps of 128 per epoch, the
+# shrink rules' floor), width 8, 20 epochs (phases of 10/5/5 epochs), with λ scaled so that the tuning factor
+# Nηλ/(B(1−γ)) = 0.195 and hence the relaxation time 1/(2 TF) = 2.56 epochs are the paper's (λ = 5e-4 × 50,000 / 2,048 =
+# 0.0122): the first decay comes after 3.9 relaxation times, by which the weight norm would settle at the paper's pace
+# (the notebook checks whether it did: ``report.phase1_settling``). Final accuracy on the full 10,000-image test set
+# (evaluated at epochs 10 and 20). Seeds: a seed-paired 95 % interval of a difference is t(n−1)/√n × its seed sd wide on
+# either side (2.48 × with 3, 0.92 × with 7, 0.48 × with 19). Every run has 7 seeds; ``seeds_by_run`` gives more to the
+# schedules of the contrasts whose per-seed differences spread most, so that each resolves about ±2 points or better: at
+# 7 seeds TEXP−− − TEXP spread by 3.3 points (sd) and cosine − step by 3.8, which take 15 and 19 seeds; exp-cosine −
+# step spread by 2.3 (9 seeds). An "≈" claim needs its whole interval inside the ±1 margin: TEXP (no correction) − TEXP
+# spread by 1.4 around +0.1, so 15 seeds (±0.8) could decide it (the notebook says whether they did); exp-cosine (no
+# correction) − exp-cosine (1.7 around −0.2) would take about 20 seeds of both runs and keeps 7.
 # smoke: synthetic images, a pipeline check only.
 _SMALL_RUNS = ("step decay + WD", "TEXP", "TEXP (no correction)", "TEXP--", "cosine + WD", "exp-cosine",
                "exp-cosine (no correction)")

@@ -623,7 +623,7 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
             column = lambda tf: per_seed[tf] if tf in per_seed else pd.Series(dtype=float)  # noqa: E731
             d_best = difference(column(ytf), column(bo_tf))
             d_second = difference(column(ytf), column(float(top2.index[1])))
-            row.update(rank="best" if r == 1 else "second" if r == 2 else "no", yellow_mean=float(means[ytf]),
+            row.update(rank=rank_key(r), yellow_mean=float(means[ytf]),
                        yellow_sd=float(ysd), best_other=float(others.max()), best_other_tf=bo_tf,
                        margin=float(means[ytf] - others.max()), gap_to_second=float(means[ytf] - top2.iloc[1]),
                        second_tf=second_tf, runner_up_margin=float(top2.iloc[0] - top2.iloc[1]),
@@ -776,6 +776,11 @@ def angular_findings(results: pd.DataFrame, epoch: int, keys=("subtable", "n", "
 RANK_WORDS = {"best": "is the best cell", "second": "is second", "no": "is neither best nor second"}
 #: the same ranks in a word or two, for a table cell or a one-line verdict (ours and the paper's alike)
 RANK_SHORT = {"best": "best", "second": "second", "no": "below second"}
+
+
+def rank_key(rank: int) -> str:
+    """The key of :data:`RANK_WORDS` / :data:`RANK_SHORT` for a 1-based rank: "best", "second" or "no"."""
+    return {1: "best", 2: "second"}.get(int(rank), "no")
 
 
 def grid_difference(r, which: str = "best") -> Difference:
@@ -965,7 +970,7 @@ def _paper_column(column: pd.DataFrame) -> str:
     if yellow.empty:
         return ""
     rank = int((acc > yellow.max()).sum()) + 1
-    return f"yellow {yellow.max():.2f} ({RANK_SHORT[{1: 'best', 2: 'second'}.get(rank, 'no')]})"
+    return f"yellow {yellow.max():.2f} ({RANK_SHORT[rank_key(rank)]})"
 
 
 def verdict_line(found: pd.DataFrame, details: bool = True) -> str:

@@ -232,15 +232,18 @@ def _short_ours(c: dict) -> str:
         return "—"
     if c.get("rank") in ("best", "second", "no"):
         return {"no": "3rd+"}.get(c["rank"], c["rank"])
-    est, res = c.get("estimate"), c.get("resolution")
-    if c.get("scale") == "log" and isinstance(est, (int, float)) and math.isfinite(est):
-        ci = c.get("ci") or []
-        span = (f" [{math.exp(ci[0]):.2f}, {math.exp(ci[1]):.2f}]" if len(ci) == 2 and all(
-            isinstance(v, (int, float)) and math.isfinite(v) for v in ci) else "")
+    est, res, ci = c.get("estimate"), c.get("resolution"), c.get("ci") or []
+    if not _finite(est):
+        return ""
+    if c.get("scale") == "log":
+        span = f" [{math.exp(ci[0]):.2f}, {math.exp(ci[1]):.2f}]" if len(ci) == 2 and all(map(_finite, ci)) else ""
         return f"×{math.exp(est):.2f}{span}"
-    if est is not None and isinstance(est, (int, float)) and math.isfinite(est):
-        return f"{est:+.2f}" + (f" ± {res:.2f}" if isinstance(res, (int, float)) and math.isfinite(res) else "")
-    return ""
+    return f"{est:+.2f}" + (f" ± {res:.2f}" if _finite(res) else "")
+
+
+def _finite(v) -> bool:
+    """``v`` is a finite number (a claims.json field may be absent, None or NaN)."""
+    return isinstance(v, (int, float)) and math.isfinite(v)
 
 
 def _short_paper(c: dict) -> str:
@@ -249,7 +252,7 @@ def _short_paper(c: dict) -> str:
     if c.get("rank") and m:
         return {"no": "3rd+", "below second": "3rd+"}.get(m.group(1), m.group(1))
     pe = c.get("paper_effect")
-    if isinstance(pe, (int, float)) and math.isfinite(pe):
+    if _finite(pe):
         return f"{pe:+.2f}"
     return "—"
 

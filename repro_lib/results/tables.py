@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..store import MISSING
-from .findings import dataset_label
+from .findings import dataset_label, rank_key
 
 YELLOW = "background-color: #fff59d"
 MISSING_CSS = "color: #888888;font-style: italic"
@@ -199,7 +199,7 @@ def verdict(grid: pd.DataFrame, yellow: pd.DataFrame, missing: dict | None = Non
             out[c] = "n/a"
         else:
             best = ranks[c][ymask].min()
-            out[c] = "best" if best == 1 else "second" if best == 2 else "no"
+            out[c] = rank_key(best)
         k = sum(1 for (_, cc) in missing if cc == c)
         if k:
             out[c] += f" ({k} cell{'s' if k > 1 else ''} missing runs)"

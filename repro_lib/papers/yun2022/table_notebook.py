@@ -134,13 +134,13 @@ def optimum_across_columns(found: pd.DataFrame, results: pd.DataFrame, col: str,
     best = [(t, lr_of(v, t)) for v, t in zip(f[col], f["best_tf"])]
     tfs = [t for t, _ in best]
     spread = max(tfs) / min(tfs)
-    verdict = ("stays put" if spread < 1 + 1e-6 else
-               "moves by one grid step (×2)" if spread <= 2 + 1e-6 else f"moves ×{spread:.3g}")
+    stays, one_step = spread < 1 + 1e-6, spread <= 2 + 1e-6
+    verdict = "stays put" if stays else "moves by one grid step (×2)" if one_step else f"moves ×{spread:.3g}"
     peaks = [f"{p:.3g}" if p == p else "none" for p in f["peak_tf"]]
     best_lrs = [e for _, e in best]
     if short:
-        where = (f"stays at {tfs[0]:.3g}" if spread < 1 + 1e-6 else
-                 f"{verdict.replace(' (×2)', '').replace('by ', '')}, {' → '.join(f'{t:.3g}' for t in tfs)},")
+        where = (f"stays at {tfs[0]:.3g}" if stays else
+                 f"moves {'one grid step' if one_step else f'×{spread:.3g}'}, {' → '.join(f'{t:.3g}' for t in tfs)},")
         return (f"across its {name} columns {', '.join(f'{v:,g}' for v in vals)} (×{ratio:g}) the best cell's tuning "
                 f"factor {where} while the yellow cell's η goes {' → '.join(f'{v:.3g}' for v in y)}")
     return (f"Across the {name} columns {', '.join(f'{v:,g}' for v in vals)} (×{ratio:g}) the yellow cell's η goes "

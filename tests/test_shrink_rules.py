@@ -49,7 +49,7 @@ def test_every_cpu_notebook_trains_within_the_cap(name):
     24 unstacked runs, back-matching's long VGG11 runs; 120: Sec. 3's 54 runs; 240: Li & Arora's 7 to 19 seeds)."""
     minutes = profiles.estimate_cpu_minutes(registry.plans(name, "cpu", {}))
     cap = registry.get(name).cpu_cap
-    assert cap in (profiles.CPU_CAP_MINUTES, registry.LONG_CAP, registry.SECTION3_CAP, registry.SEEDS_CAP)
+    assert cap in (profiles.CPU_CAP_MINUTES, registry.LONG_CAP, registry.SEEDS_CAP)
     assert 0 < minutes <= cap, f"{name}: ~{minutes:.0f} min (cap {cap:g})"
 
 
@@ -158,6 +158,25 @@ def test_cost_model_counts_a_shared_run_once_and_refuses_an_unknown_model():
     odd = pd.DataFrame({"cfg": [RunConfig(model="test_efficientnet", n=256, num_epochs=1)]})
     with pytest.raises(ValueError, match="^model:"):
         profiles.estimate_cpu_minutes(odd)
+
+
+def test_cost_model_prices_compiled_resnet_runs_by_their_own_records():
+    """A compiled ResNet-18 stack at B = 32 costs what the compiled records say (CPU_COMPILED_BATCH_FACTOR_BY_MODEL),
+    less than an eager one; at B = 16, 64 and 128, where the two kinds of record agree, the same; other models
+    ignore the flag."""
+    def minutes(**kw):
+        plan = pd.DataFrame({"cfg": [RunConfig(model="resnet18", scale_invariant=True, n=1000, num_epochs=10, **kw)]})
+        plan.attrs["max_members"] = 3
+        return profiles.estimate_cpu_minutes(plan)
+
+    for b, factor in profiles.CPU_COMPILED_BATCH_FACTOR_BY_MODEL["resnet18"].items():
+        eager, compiled = minutes(batch_size=b), minutes(batch_size=b, compile=True)
+        assert compiled == pytest.approx(eager * factor / profiles.CPU_BATCH_FACTOR[b]) and compiled < eager
+    for b in (16, 64, 128):
+        assert minutes(batch_size=b, compile=True) == pytest.approx(minutes(batch_size=b))
+    vgg = [profiles.estimate_cpu_minutes(pd.DataFrame({"cfg": [RunConfig(model="vgg11_bn", n=1000, batch_size=16,
+                                                                       compile=c)]})) for c in (False, True)]
+    assert vgg[0] == vgg[1]
 
 
 @pytest.mark.skipif(not (REPORTS / "runs").exists(), reason="no published store")

@@ -80,12 +80,9 @@ def _adamp_cifar(profile: str, seed: int = 0, dataset: str = "", device: str = "
 
 
 #: the cpu cap of the notebooks that need more than ``profiles.CPU_CAP_MINUTES`` to decide their claims (each says
-#: why in its text): two tables in one notebook, AdamP's 24 unstacked runs, back-matching's 104-epoch VGG11 runs
-#: that separate the method from the schedule
+#: why in its text): two tables in one notebook, Sec. 3's 54 runs of six (N, B) combinations, AdamP's 24 unstacked
+#: runs, back-matching's 104-epoch VGG11 runs that separate the method from the schedule
 LONG_CAP = 2 * CPU_CAP_MINUTES
-#: Sec. 3's cap: 54 runs (six (N, B) combinations x three values x 3 seeds); its records took 114 minutes in all on
-#: 2 threads (the cost model says 96), over ``LONG_CAP``, and the notebook says so
-SECTION3_CAP = 120.0
 #: the cap of a notebook whose claims need many seeds for their intervals to resolve the paper's effects (Li & Arora:
 #: 7 to 19 seeds of seven schedules, for resolutions of about 2 points: 99 runs of ~2-3 minutes)
 SEEDS_CAP = 240.0
@@ -123,7 +120,7 @@ class Notebook:
 NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for nb in (
     # 54 runs of six (N, B) combinations: three values x 3 seeds each
     Notebook("yun2022_section3", YUN, "Sec. 3, Figs 1-2", _yun("yun2022_section3"),
-             cpu_cap=SECTION3_CAP),
+             cpu_cap=LONG_CAP),
     Notebook("yun2022_table1", YUN, "Table 1, Fig. 3", _yun("yun2022_table1")),
     Notebook("yun2022_table2", YUN, "Table 2", _yun("yun2022_table2")),
     # two tables, each with two B columns

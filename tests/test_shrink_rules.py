@@ -46,7 +46,7 @@ def test_every_paper_plan_keeps_the_rules_it_sets(name):
 @pytest.mark.parametrize("name", registry.with_plans())
 def test_every_cpu_notebook_trains_within_the_cap(name):
     """Within 45 minutes on 2 threads, or the registry's longer caps for the notebooks that say why (90: two tables,
-    24 unstacked runs, back-matching's long VGG11 runs; 120: Sec. 3's 54 runs; 240: Li & Arora's 7 to 19 seeds)."""
+    Sec. 3's 54 runs, 24 unstacked runs, back-matching's long VGG11 runs; 240: Li & Arora's 7 to 19 seeds)."""
     minutes = profiles.estimate_cpu_minutes(registry.plans(name, "cpu", {}))
     cap = registry.get(name).cpu_cap
     assert cap in (profiles.CPU_CAP_MINUTES, registry.LONG_CAP, registry.SEEDS_CAP)

@@ -237,8 +237,9 @@ def section3_cells() -> pd.DataFrame:
 # value has the tuning factor 10/128" is tested against a neighbour on either side --, width 8, 60 epochs (the first
 # decay after 4.7 relaxation times 1/(2 TF) of the yellow value, 1.2 of the quarter one), 3 seeds stacked per value
 # (fit_many), compiled (three batch shapes, each in 3-9 groups of 60 epochs: on 2 threads a 3-member stack's epoch
-# takes 1.5x less at B = 16, 1.4x at B = 32 and about the same at B = 128, after a one-off compile of about a minute
-# per shape), one evaluation after the last epoch on the full test set. 54 runs of six sizes: ``registry.LONG_CAP``.
+# took 1.5x less than eager at B = 16, 1.3x at B = 32 and 1.1x at B = 128, after a compile of about a minute per
+# shape), one evaluation after the last epoch on the full test set. 54 runs of six sizes, ``registry.LONG_CAP``: from
+# an empty store the notebook took 90 minutes on 2 threads, 79 of them training (benchmarks/README.md).
 _register(Experiment(
     table="yun2022_section3", cells_fn=section3_cells,
     profiles={

@@ -170,9 +170,12 @@ _CPU = dict(width=8, n_test=0, dataset="cifar10")
 _CPU_SEEDS = (0, 1, 2)
 
 
-def _cpu(epochs: int, *, max_members: int = 3, tf: float = _TF, compile: bool = True, **kw) -> Shrink:
+def _cpu(epochs: int, *, max_members: int = 3, tf: float = _TF, compile: bool = True,
+         tuning_factors: tuple | None = None, **kw) -> Shrink:
+    """The cpu profile above: the five cells ``_around(tf)``, or the given ``tuning_factors``."""
     over = dict(_CPU, num_epochs=epochs, eval_every=epochs, compile=compile, **kw.pop("overrides", {}))
-    return Shrink(overrides=over, seeds=_CPU_SEEDS, max_members=max_members, tuning_factors=_around(tf), **kw)
+    return Shrink(overrides=over, seeds=_CPU_SEEDS, max_members=max_members,
+                  tuning_factors=tuning_factors or _around(tf), **kw)
 
 
 def _gpu(epochs: int = 100, max_members: int = 16) -> Shrink:
@@ -245,9 +248,7 @@ _register(Experiment(
     profiles={
         "smoke": Shrink(overrides=_SMOKE, seeds=(0,), n_scale=1 / 100, b_scale=1 / 4,
                         tuning_factor_band=(10 / 128 / 2, 10 / 128)),
-        "cpu": Shrink(overrides=dict(_CPU, num_epochs=60, eval_every=60, compile=True),
-                      seeds=_CPU_SEEDS, n_scale=1 / 25, b_scale=1 / 8, max_members=3,
-                      tuning_factors=(10 / 128 / 4, 10 / 128, 10 / 128 * 4)),
+        "cpu": _cpu(60, n_scale=1 / 25, b_scale=1 / 8, tuning_factors=(_TF / 4, _TF, _TF * 4)),
         "gpu": _gpu(100),
         "paper": _paper(),
     }))

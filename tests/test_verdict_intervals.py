@@ -53,23 +53,33 @@ def test_one_seed_or_none_gives_no_interval_and_identical_differences_a_point():
     (0.5, 2.0, "<", "no", ""),
     (-0.4, 0.6, "≈", "holds", ""),            # the whole interval inside ±1
     (1.5, 3.0, "≈", "no", ""),                # the whole interval outside ±1
-    (-6.0, 6.4, "≈", "undecided", "too noisy to show equivalence: interval ±6.20, margin 1"),
-    (0.5, 1.5, "≈", "undecided", "the interval straddles the margin 1"),
+    (-6.0, 6.4, "≈", "undecided", "the 90 % interval reaches past the margin ±1"),
+    (0.5, 1.5, "≈", "undecided", "the 90 % interval reaches past the margin ±1"),
     (-0.8, 0.4, "≳", "holds", ""),            # not worse than −1
     (-3.0, -1.5, "≳", "no", ""),
     (-2.0, 0.5, "≳", "undecided", "the interval reaches below the margin −1"),
 ])
 def test_the_rules(lo, hi, rel, word, reason):
-    d = F.Difference((lo + hi) / 2, lo, hi, 5, True, "paired t")
+    level = 0.90 if rel == "≈" else 0.95  # TOST at α = 0.05 per side reads the 90 % interval
+    d = F.Difference((lo + hi) / 2, lo, hi, 5, True, "paired t", level)
     assert F.judge_difference(d, rel, margin=1.0) == (word, reason)
+
+
+def test_an_equivalence_claim_needs_the_90_percent_interval():
+    """TOST at α = 0.05 per side: a 95 % interval handed to an "≈" claim is refused, not silently read."""
+    with pytest.raises(ValueError, match="90 % interval"):
+        F.judge_difference(F.Difference(0.1, -0.4, 0.6, 5, True, "paired t"), "≈", margin=1.0)
+    a, b = {s: 10 + 0.1 * s for s in range(6)}, {s: 10 + 0.3 * (s % 2) for s in range(6)}
+    d90, d95 = F.difference(a, b, level=0.90), F.difference(a, b)
+    assert d90.level == 0.90 and d90.lo > d95.lo and d90.hi < d95.hi
 
 
 def test_an_equivalence_claim_no_longer_holds_by_noise():
     """Li & Arora's published case: TEXP − step +0.20, seed-paired interval about [−6.0, +6.4]. The noise rule read
     |Δ| ≤ noise 4.87 as *holds*; an interval 12 points wide shows nothing either way."""
-    d = F.Difference(0.20, -6.0, 6.4, 3, True, "paired t")
+    d = F.Difference(0.20, -6.0, 6.4, 3, True, "paired t", 0.90)
     word, reason = F.judge_difference(d, "≈", margin=1.0)
-    assert word == "undecided" and reason.startswith("too noisy to show equivalence")
+    assert word == "undecided" and reason.startswith("the 90 % interval reaches past the margin")
 
 
 def test_contrary_results_in_an_unsettled_regime_stay_undecided_and_few_seeds_decide_nothing():
@@ -93,7 +103,7 @@ def test_bootstrap_interval_of_a_ratio_over_seeds():
 def test_interval_fields_of_a_claim():
     f = F.interval_fields(F.Difference(0.2, -1.0, 1.4, 5, True, "paired t"), paper_effect=0.11, margin=1.0)
     assert f == {"ci": [-1.0, 1.4], "resolution": pytest.approx(1.2), "estimate": 0.2, "paper_effect": 0.11,
-                 "margin": 1.0}
+                 "margin": 1.0, "level": 0.95}
     assert F.interval_fields(F.NO_DIFFERENCE)["ci"] == [None, None]
     words = F.resolution_words(F.Difference(0.2, -1.5, 1.9, 3, True, "paired t"), 0.11, what="3 seeds")
     assert words == "the paper's +0.11 is below what 3 seeds can resolve (±1.70 points)"
@@ -124,14 +134,15 @@ def test_best_means_best_not_second_of_two():
 
 
 def test_a_grid_no_needs_an_interval_below_zero():
-    """Third or lower is *no* only when the seed-paired interval to the second cell lies below 0."""
+    """Third or lower is *no* only when two cells are shown above the yellow one: the pooled interval to the
+    second-best other cell lies below 0."""
     settled_low = _grid({0.5: [52.0, 53.0, 52.5], 1: [47.0, 48.0, 47.4], 2: [51.0, 52.0, 51.6], 4: [50.0, 50.5, 50.2]})
     f = F.findings(settled_low).iloc[0]
     assert f["rank"] == "no" and f.verdict == "no" and f.second_hi < 0
     noisy = _grid({0.5: [52.0, 45.0, 56.0], 1: [50.0, 49.0, 51.5], 2: [51.0, 58.0, 44.0], 4: [50.9, 50.8, 50.7]})
     g = F.findings(noisy).iloc[0]
     assert g["rank"] == "no" and g.verdict == "undecided" and g.second_lo < 0 < g.second_hi
-    assert g.reason == "within the noise, leaning against the claim"
+    assert g.reason.startswith("shown above") and g.reason.endswith("leaning below second")
 
 
 def test_the_peak_is_reported_only_where_the_quadratic_fits_the_cells():
@@ -140,9 +151,9 @@ def test_the_peak_is_reported_only_where_the_quadratic_fits_the_cells():
     tf = [TF * 2.0 ** k for k in (-2, -1, 0, 1, 2) for _ in range(3)]
     seeds = [s for _ in range(5) for s in range(3)]
     zig = [v + e for v in (40, 50, 42, 52, 41) for e in (-0.1, 0.0, 0.1)]
-    p = F.peak_tuning_factor(tf, zig, seeds)
+    p = F.fitted_optimum(tf, zig, seeds, TF)
     assert p["fit_p"] < F.FIT_P_MIN and math.isnan(p["peak"]) and math.isnan(p["lo"])
     rng = np.random.default_rng(1)
     smooth = [50 - 3 * (math.log(t) - math.log(TF)) ** 2 + rng.normal(0, 0.5) for t in tf]
-    q = F.peak_tuning_factor(tf, smooth, seeds)
-    assert q["fit_p"] >= F.FIT_P_MIN and q["peak"] == pytest.approx(TF, rel=0.2) and q["lo"] < q["peak"] < q["hi"]
+    q = F.fitted_optimum(tf, smooth, seeds, TF)
+    assert q["fit_p"] >= F.FIT_P_MIN and q["peak"] == pytest.approx(TF, rel=0.2) and q["lo"] < q["ratio"] < q["hi"]

@@ -8,9 +8,10 @@ typed by hand.
   ``bootstrap_difference`` (a statistic that is not a mean), ``judge_difference`` (the ">" / "<" / "≈" / "≳" rules:
   the verdict follows from the interval, an "≈" needs a stated margin), ``interval_fields`` (``ci``, ``resolution``,
   ``estimate``, ``paper_effect``, ``margin`` of a claim in ``claims.json``), ``resolution_words``.
-* Swept paper grids (Yun et al.): ``findings`` (per column: verdict of "best or second" or "best", the yellow
-  cell's paired interval against the best other cell, the peak tuning factor of a quadratic fit reported where the
-  fit holds within the noise, ``peak_tuning_factor``; our ranking against the paper's), ``angular_findings`` (Δθ
+* Swept paper grids (Yun et al.): ``findings`` (per column: verdict of "best or second" or "best" by the rule of
+  ``rules.RULES``, from the yellow cell's intervals against every other cell on the column's pooled error,
+  ``pooled_contrasts``; the fitted optimum's tuning factor with a delta-method interval, ``fitted_optimum``, judged
+  within one grid step of the yellow one; our ranking against the paper's), ``angular_findings`` (Δθ
   beside Eq. 27), ``say_findings``, ``claim_rows`` (the rows of the README results table), ``verdict_line``.
 * Deterministic claims (identities, toys) keep tolerance verdicts: ``judge``, ``identity_verdict``; paired runs
   (Li & Arora's exact vs schedule-only constructions: ``paired_gaps``), detection rates (AdamP Table B.1:
@@ -72,13 +73,15 @@ def judge(holds: bool | None, beyond_noise: bool, seeds: int = MIN_SEEDS, real_d
     ``beyond_noise``: whether it does so by more than its noise (the seed spread, or the binomial noise of one
     evaluation); ``seeds``: the finished seeds it rests on; ``real_data``: measured on real images, where fewer than
     :data:`MIN_SEEDS` seeds leave it *undecided* either way (a deterministic identity or toy passes False);
-    ``settled``: whether the regime the claim speaks of was reached (False: a contrary result is *undecided*; None:
-    not measured); ``tolerant``: the claim already allows for a near miss ("best or second"), so pointing the
+    ``settled``: whether the regime the claim speaks of was reached (False: *undecided* whichever way the
+    measurement points -- a gate applies to both outcomes; None: not measured); ``tolerant``: the claim already allows for a near miss ("best or second"), so pointing the
     claimed way is enough to hold, within the noise or not."""
     if holds is None:
         return "undecided", "no finished run"
     if real_data and seeds < MIN_SEEDS:
         return "undecided", f"{seeds} seed{'s' if seeds != 1 else ''} on real images, {MIN_SEEDS} needed"
+    if settled is False and (beyond_noise or (holds and tolerant)):  # the gate applies to both outcomes
+        return "undecided", f"{'the claimed way' if holds else 'against the claim'}, before the angular update settled"
     if holds:
         return ("holds", "") if beyond_noise or tolerant else ("undecided", "the claimed way, within the noise")
     if not beyond_noise:
@@ -126,6 +129,12 @@ class Difference:
     n: int
     paired: bool
     method: str
+    level: float = 0.95
+    #: the residual degrees of freedom behind the interval (NaN where it has none)
+    df: float = math.nan
+    #: the standard deviation of the per-seed differences (paired) or the standard error's scale (pooled: the
+    #: residual sd × √2), from which :func:`seeds_to_decide` sizes a decisive run
+    sd: float = math.nan
 
     @property
     def resolution(self) -> float:
@@ -180,21 +189,24 @@ def difference(a, b, paired: bool = True, level: float = LEVEL) -> Difference:
         d = x - y
         n, mean = len(d), float(d.mean())
         if n < 2:
-            return Difference(mean, math.nan, math.nan, n, True, "paired t")
+            return Difference(mean, math.nan, math.nan, n, True, "paired t", level)
+        sd = float(d.std(ddof=1))
         if np.allclose(d, d[0], rtol=0, atol=1e-12):
-            return Difference(mean, mean, mean, n, True, "paired t")
+            return Difference(mean, mean, mean, n, True, "paired t", level, n - 1, 0.0)
         ci = stats.ttest_rel(x, y).confidence_interval(level)
-        return Difference(mean, float(ci.low), float(ci.high), n, True, "paired t")
+        return Difference(mean, float(ci.low), float(ci.high), n, True, "paired t", level, n - 1, sd)
     if not len(a) or not len(b):
-        return Difference(math.nan, math.nan, math.nan, 0, False, "Welch t")
+        return Difference(math.nan, math.nan, math.nan, 0, False, "Welch t", level)
     mean = float(a.mean() - b.mean())
     n = min(len(a), len(b))
     if n < 2:
-        return Difference(mean, math.nan, math.nan, n, False, "Welch t")
+        return Difference(mean, math.nan, math.nan, n, False, "Welch t", level)
+    sd = float(math.sqrt(a.var() + b.var()))  # the sd of one seed's a − b, unpaired
     if a.std() == 0 and b.std() == 0:
-        return Difference(mean, mean, mean, n, False, "Welch t")
-    ci = stats.ttest_ind(a.to_numpy(), b.to_numpy(), equal_var=False).confidence_interval(level)
-    return Difference(mean, float(ci.low), float(ci.high), n, False, "Welch t")
+        return Difference(mean, mean, mean, n, False, "Welch t", level, math.nan, 0.0)
+    res = stats.ttest_ind(a.to_numpy(), b.to_numpy(), equal_var=False)
+    ci = res.confidence_interval(level)
+    return Difference(mean, float(ci.low), float(ci.high), n, False, "Welch t", level, float(res.df), sd)
 
 
 def bootstrap_difference(statistic, samples: pd.DataFrame, level: float = LEVEL, n_resamples: int = 2000,
@@ -218,66 +230,142 @@ def bootstrap_difference(statistic, samples: pd.DataFrame, level: float = LEVEL,
 
 
 def judge_difference(d: Difference, relation: str, margin: float | None = None, settled: bool | None = True,
-                     real_data: bool = True, unsettled: str = "before the regime settled") -> tuple[str, str]:
+                     real_data: bool = True, unsettled: str = "before the regime settled",
+                     rule: "rules.Rule | None" = None) -> tuple[str, str]:
     """The verdict word of :data:`VERDICTS` and its reason for the claim "a <relation> b" from d = a − b and its
-    interval (:func:`difference`).
+    interval (:func:`difference`), by the rule of ``repro_lib.results.rules`` (``rule``, or the plain rule of
+    ``relation`` with ``margin``): ">" / "<" the interval excludes 0 on the claimed side (*no*: on the other
+    side); "≈" the 90 % interval inside [−m, m] (TOST; ``d`` must be computed at ``level=0.90``); "≳" the interval
+    above −m. ``settled`` False is the gate: *undecided* whichever way the interval points ("<lean>, but
+    <unsettled>"). Real images with fewer than :data:`MIN_SEEDS` seeds, or no interval: *undecided*."""
+    from . import rules
 
-    * ">" (and "<", mirrored): *holds* when the interval excludes 0 on the claimed side; *no* when it excludes 0 on
-      the other side in a settled regime (``settled`` False: *undecided*, "against the claim, <unsettled>");
-      otherwise *undecided*: "within the noise", saying whether the point estimate leans the claimed way.
-    * "≳" (non-inferiority, a is not worse than b by more than ``margin`` m): *holds* when the interval lies above
-      −m, *no* when it lies below −m (settled regime), *undecided* otherwise.
-    * "≈": needs ``margin`` m > 0, the equivalence margin stated with the claim: *holds* when the whole interval lies
-      in [−m, m]; *no* when it lies outside it (settled regime); otherwise *undecided* ("too noisy to show
-      equivalence: interval ±x, margin m", or "the interval straddles the margin m").
-    * Real images with fewer than :data:`MIN_SEEDS` seeds, or no interval at all: *undecided*, saying so."""
     if relation not in RELATIONS:
         raise ValueError(f"relation: {relation!r} is not one of {RELATIONS}")
     if relation in ("≈", "≳") and not (margin is not None and math.isfinite(margin) and margin > 0):
         raise ValueError(f"margin: an {relation!r} claim needs a margin > 0, got {margin!r}")
+    r = rule or rules.Rule(relation, d.method, margin=margin)
+    if r.relation != relation:
+        raise ValueError(f"rule: {r.relation!r} judges a different relation than {relation!r}")
+    if margin is not None and r.margin != margin:
+        r = r.with_margin(margin)
+    if math.isfinite(d.diff) and d.has_interval and abs(d.level - r.level) > 1e-9:
+        raise ValueError(f"level: an {relation!r} claim reads the {100 * r.level:.0f} % interval, this difference "
+                         f"has a {100 * d.level:.0f} % one (compute it with level={r.level:g})")
     if not math.isfinite(d.diff):
         return "undecided", "no finished run"
     if real_data and d.n < MIN_SEEDS:
         return "undecided", f"{d.n} seed{'s' if d.n != 1 else ''} on real images, {MIN_SEEDS} needed"
     if not d.has_interval:
         return "undecided", "one seed: no interval"
-    if relation == "≳":
-        if d.lo > -margin:
-            return "holds", ""
-        if d.hi < -margin:
-            return ("no", "") if settled is not False else ("undecided", f"beyond the margin, {unsettled}")
-        return "undecided", f"the interval reaches below the margin −{margin:g}"
-    if relation == "≈":
-        if -margin <= d.lo and d.hi <= margin:
-            return "holds", ""
-        if d.lo > margin or d.hi < -margin:
-            return ("no", "") if settled is not False else ("undecided", f"outside the margin, {unsettled}")
-        if d.resolution > margin:
-            return "undecided", f"too noisy to show equivalence: interval ±{d.resolution:.2f}, margin {margin:g}"
-        return "undecided", f"the interval straddles the margin {margin:g}"
-    sign = 1 if relation == ">" else -1
-    lo, hi = sorted((sign * d.lo, sign * d.hi))
-    if lo > 0:
-        return "holds", ""
-    if hi < 0:
-        return ("no", "") if settled is not False else ("undecided", f"against the claim, {unsettled}")
-    lean = sign * d.diff
-    return "undecided", ("within the noise, leaning the claimed way" if lean > 0 else
-                         "within the noise, leaning against the claim" if lean < 0 else "within the noise")
+    word, reason = rules.decide(r, ci=(d.lo, d.hi), gate_ok=settled, real_data=real_data, gate_words=unsettled)
+    if word == "undecided" and reason == "the interval holds 0":
+        lean = (1 if relation == ">" else -1) * d.diff
+        reason = ("within the noise, leaning the claimed way" if lean > 0 else
+                  "within the noise, leaning against the claim" if lean < 0 else "within the noise")
+    return word, reason
 
 
-def interval_fields(d: Difference, paper_effect: float | None = None, margin: float | None = None) -> dict:
+def interval_fields(d: Difference, paper_effect: float | None = None, margin: float | None = None,
+                    rule=None, gate_ok: bool | None = None, to_decide: str = "", scale: str = "") -> dict:
     """The fields every real-data claim of ``claims.json`` carries: ``ci`` ([lo, hi], the interval of the tested
-    difference in the claim's units; [None, None] without one), ``resolution`` (its half-width), ``estimate`` (the
-    point estimate of the difference), and where given
-    ``paper_effect`` (the paper's own difference) and ``margin`` (an "≈" claim's equivalence margin)."""
+    quantity in the claim's units; [None, None] without one), ``level`` (its confidence level), ``resolution``
+    (its half-width), ``estimate`` (the point estimate), and where given ``paper_effect`` (the paper's own
+    difference), ``margin`` (an "≈"/"≳" claim's margin), ``rule`` (``rules.Rule``: written as its object, margin
+    included), ``gate_ok`` (whether the regime the rule's gate names was reached; None: not measured),
+    ``to_decide`` (what would decide an *undecided* claim, :func:`decide_text`) and ``scale`` ("ratio": ``estimate``
+    and ``ci`` are ratios)."""
     fin = lambda v: float(v) if v is not None and math.isfinite(v) else None  # noqa: E731
-    out = {"ci": [fin(d.lo), fin(d.hi)], "resolution": fin(d.resolution), "estimate": fin(d.diff)}
+    out = {"ci": [fin(d.lo), fin(d.hi)], "resolution": fin(d.resolution), "estimate": fin(d.diff),
+           "level": d.level}
     if paper_effect is not None:
         out["paper_effect"] = fin(paper_effect)
     if margin is not None:
         out["margin"] = fin(margin)
+    if rule is not None:
+        if margin is not None and rule.margin != margin:
+            rule = rule.with_margin(margin)
+        out["rule"] = rule.fields()
+        out["gate_ok"] = gate_ok
+    if to_decide:
+        out["to_decide"] = to_decide
+    if scale:
+        out["scale"] = scale
     return out
+
+
+#: the most seeds :func:`seeds_to_decide` counts before it says no seed budget of this profile decides the claim
+MAX_SEEDS = 200
+
+
+def seeds_needed(sd: float, half_width: float, level: float = LEVEL, blocks: int = 1,
+                 max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest seeds n at which an interval of the given ``level`` over seeds, t(n)·sd/√n, is no wider than
+    ``half_width`` (the observed per-seed ``sd`` taken as the truth): the paired t (``blocks`` 1, n − 1 degrees of
+    freedom) or a pooled contrast over ``blocks`` + 1 cells ((cells − 1)(n − 1) degrees of freedom). None when
+    no n up to ``max_seeds`` reaches it (or ``half_width`` ≤ 0)."""
+    from scipy import stats
+
+    if not (math.isfinite(sd) and math.isfinite(half_width)) or half_width <= 0:
+        return None
+    if sd == 0:
+        return MIN_SEEDS
+    q = 1 - (1 - level) / 2
+    for n in range(2, max_seeds + 1):
+        if stats.t.ppf(q, blocks * (n - 1)) * sd / math.sqrt(n) <= half_width:
+            return max(n, MIN_SEEDS)
+    return None
+
+
+def target_half_width(estimate: float, relation: str, margin: float | None = None) -> float:
+    """The half-width at which an interval centred on ``estimate`` would decide a claim of ``relation``
+    (``rules.RELATIONS``) either way: |estimate| for ">", "<" and the grid kinds (the interval then leaves 0), the
+    distance of the estimate to the margin for "≈" (m − |d̄|, or |d̄| − m beyond it) and "≳" (|d̄ + m|), and to the
+    threshold for a ratio's "≤" / "band" (on the log scale of the ratio: |log(est / m)|)."""
+    if not math.isfinite(estimate):
+        return math.nan
+    if relation == "≈":
+        return abs(margin - abs(estimate))
+    if relation == "≳":
+        return abs(estimate + margin)
+    if relation == "≤":
+        return abs(math.log(estimate / margin)) if estimate > 0 else math.nan
+    if relation == "band":
+        return min(abs(math.log(estimate * margin)), abs(math.log(estimate / margin))) if estimate > 0 else math.nan
+    return abs(estimate)
+
+
+def decide_text(d: Difference, relation: str, margin: float | None = None, minutes_per_seed: float | None = None,
+                paper_effect: float | None = None, blocks: int = 1, gate_fix: str = "", gated: bool = False,
+                units: str = "points") -> str:
+    """What would decide an *undecided* claim, in one sentence (``to_decide`` of ``claims.json``): from the observed
+    per-seed spread (``d.sd``), how many seeds would bring the interval inside what decides the claim
+    (:func:`target_half_width`), and at ``minutes_per_seed`` (cpu minutes of one more seed of the claim's runs) how
+    long that takes; where no seed budget up to :data:`MAX_SEEDS` can, it says so and names what would (the ``gpu``
+    profile: more data and the paper's schedules, a smaller spread). ``gated``: the claim is undecided by its gate,
+    and ``gate_fix`` says what would reach the regime. ``paper_effect``: the seeds that would resolve the paper's own
+    effect too."""
+    if gated:
+        return f"the regime the claim speaks of: {gate_fix}" if gate_fix else "runs that reach the claim's regime"
+    if not math.isfinite(d.sd) or d.n < 2:
+        return f"at least {MIN_SEEDS} seeds with an interval" if d.n < MIN_SEEDS else "an interval"
+    target = target_half_width(d.diff, relation, margin)
+    n = seeds_needed(d.sd, target, level=d.level, blocks=blocks)
+    if n is None:
+        text = (f"no seed budget up to {MAX_SEEDS} seeds at the observed spread (sd {d.sd:.2f} {units} per seed, "
+                f"estimate {d.diff:+.2f}) can; a longer or larger run (the `gpu` profile: more data, the paper's "
+                f"schedule) with a smaller spread would")
+    else:
+        more = max(0, n - d.n)
+        cost = (f", about {more * minutes_per_seed:,.0f} cpu minutes at the measured {minutes_per_seed:.1f} per seed"
+                if minutes_per_seed is not None and math.isfinite(minutes_per_seed) and more else "")
+        text = (f"about {n} seeds ({more} more{cost}) would, if the spread (sd {d.sd:.2f} {units} per seed) and the "
+                f"estimate ({d.diff:+.2f}) held")
+    if paper_effect is not None and math.isfinite(paper_effect) and paper_effect != 0:
+        m = seeds_needed(d.sd, abs(paper_effect), level=d.level, blocks=blocks)
+        text += (f"; resolving the paper's own {paper_effect:+.2f} would take "
+                 + (f"about {m} seeds" if m else f"more than {MAX_SEEDS} seeds"))
+    return text
 
 
 def resolution_words(d: Difference, paper_effect: float | None, units: str = "points", spec: str = "+.2f",
@@ -419,72 +507,106 @@ def dataset_label(results_or_cfgs) -> str:
 FIT_P_MIN = 0.05
 
 
-def peak_tuning_factor(tf, acc, seeds=None, n_boot: int = 2000, level: float = LEVEL, rng: int = 0) -> dict:
-    """The tuning factor at the peak of a quadratic fitted (least squares) to accuracy against log(tuning factor),
-    with a bootstrap interval over seeds, reported only where the quadratic fits the cells within their noise.
-
-    ``tf``, ``acc``: one entry per run (seeds are separate points); ``seeds``: each run's seed. **Model error
-    first**: with replicates at each tuning factor, the lack-of-fit F test compares the cell means' scatter about
-    the parabola with the seeds' scatter within the cells (``fit_p``: its p-value, ``scipy.stats.f``); below
-    :data:`FIT_P_MIN` the quadratic misses the cells by more than the noise, an interval over seeds would ignore
-    that error, and ``peak`` is NaN. Otherwise the bootstrap draws seeds with replacement and refits on all the runs
-    of the drawn seeds (a seed's runs stay together: at small N a seed also draws the training subset). Returns
-    ``peak`` (NaN also when the fitted parabola opens upwards -- no interior maximum -- or its vertex lies outside the
-    measured range, where a quadratic says nothing), ``lo``, ``hi`` (percentile interval of the resampled peaks; a
-    resample without an interior maximum in range counts as the end of the range with the higher accuracy),
-    ``n_boot``, ``inside`` (share of resamples with an interior peak) and ``fit_p`` (NaN without replicates). No
-    paper reports this number: it turns "the yellow cell is best or second" into a measured optimum."""
+def pooled_contrasts(per_seed: pd.DataFrame, reference, level: float = LEVEL) -> dict:
+    """Each cell of a grid column against ``reference`` (its yellow cell), reference − cell, with an interval from
+    the **pooled** within-column error: the least-squares fit of value ~ C(cell) + C(seed) (a randomized block
+    design: the cells of one seed share its initialisation and data order) over every finite (seed, cell) value of
+    ``per_seed`` (one row per seed, one column per cell), residual degrees of freedom n − rank (8 for 5 cells × 3
+    seeds, where a paired t per contrast has 2), the t quantile at ``level``. Assumes one residual variance across
+    the column's cells. Returns ``{cell: Difference}`` (method "pooled t", ``df``, ``sd`` = residual sd × √2);
+    NaN intervals without residual degrees of freedom; {} without the reference cell."""
     from scipy import stats
 
-    x = np.log(np.asarray(tf, dtype=float))
+    if reference not in per_seed.columns:
+        return {}
+    long = per_seed.stack().dropna() if len(per_seed) else pd.Series(dtype=float)
+    if not len(long):
+        return {}
+    seeds_idx = long.index.get_level_values(0)
+    cells_idx = long.index.get_level_values(1)
+    cells = [reference] + [c for c in per_seed.columns if c != reference and c in set(cells_idx)]
+    seeds = sorted(set(seeds_idx))
+    y = long.to_numpy(dtype=float)
+    X = np.zeros((len(y), len(cells) + len(seeds) - 1))
+    for i, (s_, c) in enumerate(zip(seeds_idx, cells_idx)):
+        X[i, cells.index(c)] = 1.0                      # cell means (no intercept)
+        k = seeds.index(s_)
+        if k:
+            X[i, len(cells) + k - 1] = 1.0              # seed effects relative to the first seed
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    rank = np.linalg.matrix_rank(X)
+    df = len(y) - rank
+    resid = y - X @ beta
+    sigma2 = float(resid @ resid / df) if df > 0 else math.nan
+    cov = sigma2 * np.linalg.pinv(X.T @ X)
+    q = stats.t.ppf(1 - (1 - level) / 2, df) if df > 0 else math.nan
+    n_seeds = per_seed[reference].notna().sum()
+    out = {}
+    for j, c in enumerate(cells[1:], start=1):
+        vec = np.zeros(X.shape[1])
+        vec[0], vec[j] = 1.0, -1.0
+        est = float(vec @ beta)
+        se = float(math.sqrt(max(vec @ cov @ vec, 0.0))) if df > 0 else math.nan
+        n = int(min(n_seeds, per_seed[c].notna().sum()))
+        out[c] = Difference(est, est - q * se, est + q * se, n, True, "pooled t", level, float(df),
+                            math.sqrt(2 * sigma2) if df > 0 else math.nan)
+    return out
+
+
+def fitted_optimum(tf, acc, seeds, yellow_tf: float, level: float = 0.90) -> dict:
+    """The tuning factor that maximises accuracy by a least-squares fit of accuracy ~ C(seed) + x + x², x =
+    log₂(TF / ``yellow_tf``), over every run (one entry per run; the seed a block as in :func:`pooled_contrasts`),
+    with a delta-method t interval at ``level`` on the fit's residual error (Var(−b/2c) from the coefficients'
+    covariance; residual df = runs − seeds − 2).
+
+    Returns ``ratio`` (optimum / yellow TF: 2^x*), ``lo``, ``hi`` (its interval, NaN without one), ``peak`` (the
+    optimum's TF), ``df``, ``fit_p`` (lack of fit: the quadratic against one mean per cell, same blocks, F test;
+    below :data:`FIT_P_MIN` the parabola misses the cells by more than the noise and no optimum is reported),
+    ``inside`` (the optimum lies within the measured range) and ``reason`` (why there is no optimum: "", "fewer
+    than 3 tuning factors", "no interior maximum", "outside the measured range", "the quadratic misses the cells")."""
+    from scipy import stats
+
+    x = np.log2(np.asarray(tf, dtype=float) / yellow_tf)
     y = np.asarray(acc, dtype=float)
+    sd = np.asarray(seeds) if seeds is not None else np.zeros(len(x), dtype=int)
     ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    seeds = np.zeros(len(ok), dtype=int)[ok] if seeds is None else np.asarray(seeds)[ok]
-    nan = {"peak": math.nan, "lo": math.nan, "hi": math.nan, "n_boot": 0, "inside": math.nan, "fit_p": math.nan}
+    x, y, sd = x[ok], y[ok], sd[ok]
+    out = {"ratio": math.nan, "lo": math.nan, "hi": math.nan, "peak": math.nan, "df": math.nan, "fit_p": math.nan,
+           "inside": False, "reason": ""}
     levels = np.unique(x)
     if len(levels) < 3:
-        return nan
-    lo_x, hi_x = x.min(), x.max()
-    coef = np.polyfit(x, y, 2)
-    fit_p = math.nan
-    df_lof, df_pe = len(levels) - 3, len(x) - len(levels)
-    if df_lof > 0 and df_pe > 0:
-        cell_mean = {v: y[x == v].mean() for v in levels}
-        ss_pe = float(sum(((y[x == v] - cell_mean[v]) ** 2).sum() for v in levels))
-        ss_lof = float(sum((x == v).sum() * (cell_mean[v] - np.polyval(coef, v)) ** 2 for v in levels))
-        fit_p = float(stats.f.sf((ss_lof / df_lof) / (ss_pe / df_pe), df_lof, df_pe)) if ss_pe > 0 else 0.0
-
-    def vertex(xs, ys):
-        if len(np.unique(xs)) < 3:
-            return math.nan, False
-        c2, c1, _ = np.polyfit(xs, ys, 2)
-        if c2 >= 0:
-            return (lo_x if ys[xs == xs.min()].mean() > ys[xs == xs.max()].mean() else hi_x), False
-        v = -c1 / (2 * c2)
-        return float(np.clip(v, lo_x, hi_x)), bool(lo_x <= v <= hi_x)
-
-    if math.isfinite(fit_p) and fit_p < FIT_P_MIN:
-        return {**nan, "fit_p": fit_p}
-    v, inside = vertex(x, y)
-    out = {"peak": math.exp(v) if inside else math.nan, "fit_p": fit_p}
-    uniq = np.unique(seeds)
-    gen = np.random.default_rng(rng)
-    peaks, ins = [], []
-    if len(uniq) > 1:
-        for _ in range(n_boot):
-            draw = gen.choice(uniq, size=len(uniq), replace=True)
-            idx = np.concatenate([np.flatnonzero(seeds == s) for s in draw])
-            pv, pin = vertex(x[idx], y[idx])
-            if math.isfinite(pv):
-                peaks.append(pv)
-                ins.append(pin)
-    if peaks:
-        a = (1 - level) / 2
-        out.update(lo=math.exp(np.quantile(peaks, a)), hi=math.exp(np.quantile(peaks, 1 - a)), n_boot=len(peaks),
-                   inside=float(np.mean(ins)))
-    else:
-        out.update(lo=math.nan, hi=math.nan, n_boot=0, inside=math.nan)
+        return {**out, "reason": "fewer than 3 tuning factors"}
+    blocks = sorted(set(sd.tolist()))
+    B = np.array([[1.0 if s_ == b else 0.0 for b in blocks] for s_ in sd])
+    Xq = np.column_stack([B, x, x ** 2])
+    beta, *_ = np.linalg.lstsq(Xq, y, rcond=None)
+    df = len(y) - np.linalg.matrix_rank(Xq)
+    rss_q = float(((y - Xq @ beta) ** 2).sum())
+    C = np.column_stack([B, np.array([[1.0 if v == lv else 0.0 for lv in levels[1:]] for v in x])])
+    df_full = len(y) - np.linalg.matrix_rank(C)
+    rss_full = float(((y - C @ np.linalg.lstsq(C, y, rcond=None)[0]) ** 2).sum())
+    if df_full > 0 and df > df_full:
+        if rss_full > 0:
+            F = ((rss_q - rss_full) / (df - df_full)) / (rss_full / df_full)
+            out["fit_p"] = float(stats.f.sf(F, df - df_full, df_full))
+        else:
+            out["fit_p"] = 0.0 if rss_q > 1e-12 else 1.0
+    out["df"] = float(df)
+    b, c = float(beta[-2]), float(beta[-1])
+    if math.isfinite(out["fit_p"]) and out["fit_p"] < FIT_P_MIN:
+        return {**out, "reason": "the quadratic misses the cells"}
+    if c >= 0:
+        return {**out, "reason": "no interior maximum"}
+    xs = -b / (2 * c)
+    if not (x.min() <= xs <= x.max()):
+        return {**out, "reason": "outside the measured range"}
+    out.update(ratio=2.0 ** xs, peak=yellow_tf * 2.0 ** xs, inside=True)
+    if df > 0:
+        cov = rss_q / df * np.linalg.pinv(Xq.T @ Xq)[-2:, -2:]
+        g = np.array([-1 / (2 * c), b / (2 * c * c)])
+        se = float(math.sqrt(max(g @ cov @ g, 0.0)))
+        q = stats.t.ppf(1 - (1 - level) / 2, df)
+        out.update(lo=2.0 ** (xs - q * se), hi=2.0 ** (xs + q * se), se_log2=se)
     return out
 
 
@@ -571,19 +693,23 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
     left out as diverged, collapsed ones included), ``rank`` (best / second / no: the rank of the yellow cell's
     mean among the column's means, the paper's reading), ``yellow_mean`` ± ``yellow_sd`` (over seeds),
     ``best_other`` (the best non-yellow cell's mean) and its ``best_other_tf``, ``margin`` (yellow − best other:
-    > 0 means the yellow cell is best) with its paired 95 % interval ``ci_lo``, ``ci_hi`` and ``resolution`` (the
-    interval's half-width, :func:`difference`), ``gap_to_second`` (yellow − the column's second-best mean) with
-    ``second_lo``, ``second_hi``, ``runner_up_margin`` (best − second best of the column), ``spread`` (the larger seed
+    > 0 means the yellow cell is best) with its 95 % interval on the column's pooled error ``ci_lo``, ``ci_hi``,
+    ``resolution`` (the interval's half-width) and ``df`` (:func:`pooled_contrasts`), ``gap_to_second`` (yellow −
+    the column's second-best mean), ``gap_to_second_other`` (yellow − the second-best other cell, the contrast that
+    decides "best or second" either way) with ``second_lo``, ``second_hi``, ``contrasts`` ({tf: (lo, hi)} of yellow −
+    every other cell), ``previous_verdict`` (the word under the rank-only rule this one replaced), ``runner_up_margin`` (best − second best of the column), ``spread`` (the larger seed
     sd of the yellow and best-other cells), ``peak_tf`` [``peak_lo``, ``peak_hi``] and ``fit_p``
-    (:func:`peak_tuning_factor`), ``peak_vs_yellow`` (peak / yellow tuning factor), ``paper_effect`` (the paper's
+    (:func:`fitted_optimum`: TF at the optimum, its 90 % interval), ``peak_vs_yellow`` (optimum / yellow tuning
+    factor, with ``peak_ratio_lo``, ``peak_ratio_hi``; ``optimum_verdict``, ``optimum_reason``: within one grid step,
+    ``rules.RULES["grid optimum"]``), ``paper_effect`` (the paper's
     own yellow − best other cell of the column, where the plan carries ``paper_accuracy``), ``missing`` (runs not in
     the store), the regime check of the yellow cells (:func:`regime`: ``settled``, ``regime_drift``,
     ``regime_window``), and the verdict.
 
-    ``claim`` "best or second" (:data:`GRID_CLAIMS`): *holds* when the yellow cell ranks best or second (the paper's
-    own reading, with the interval beside it); *no* when it ranks lower and the interval of (yellow − second cell)
-    lies below 0 in a settled regime; else *undecided*. ``claim`` "best": the ">" rule of :func:`judge_difference`
-    on (yellow − best other cell). ``real_data`` (default: from the configs) makes a yellow cell run with fewer than
+    ``claim`` "best or second" (:data:`GRID_CLAIMS`, ``rules.RULES["grid best or second"]``): *holds* when the
+    yellow cell is shown above all but one other cell; *no* when two cells are shown above it; else *undecided*
+    ("leaning best/second/below second": the rank as a description). ``claim`` "best": shown above every other cell
+    / one cell shown above it. Both gated by the regime check, both ways (not settled: *undecided*). ``real_data`` (default: from the configs) makes a yellow cell run with fewer than
     :data:`MIN_SEEDS` seeds (``yellow_seeds``: finished or diverged, a diverged seed being a result too)
     *undecided*."""
     if claim not in GRID_CLAIMS:
@@ -611,7 +737,8 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
                    missing=int((g["status"] == missing_status).sum()), yellow_tf=ytf,
                    paper_effect=_paper_effect(g))
         means = stats["mean"].dropna()
-        d_best = d_second = NO_DIFFERENCE
+        d_best = d_second = old_second = NO_DIFFERENCE
+        contrasts, second_other_tf = {}, math.nan
         if ytf in means.index and len(means) > 1:
             ranks = means.rank(ascending=False, method="min")
             r = ranks[ytf]
@@ -621,8 +748,16 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
             bo_tf = float(others.idxmax())
             second_tf = float(top2.index[1])  # the column's second-best cell (the yellow one where it is second)
             column = lambda tf: per_seed[tf] if tf in per_seed else pd.Series(dtype=float)  # noqa: E731
-            d_best = difference(column(ytf), column(bo_tf))
-            d_second = difference(column(ytf), column(float(top2.index[1])))
+            pooled = pooled_contrasts(per_seed, ytf) if len(per_seed) else {}
+            contrasts = {float(tf): d for tf, d in pooled.items()}
+            d_best = contrasts.get(bo_tf, NO_DIFFERENCE)
+            # the cell that decides "best or second" either way: the second-best other cell (the yellow cell is
+            # shown above all but one other cell exactly when it is shown above this one; two cells are shown
+            # above it exactly when this one is)
+            second_other_tf = float(others.sort_values(ascending=False).index[1]) if len(others) > 1 else bo_tf
+            d_second = contrasts.get(second_other_tf, NO_DIFFERENCE)
+            # the rule this one replaced: the rank alone, or a paired t to the column's second cell
+            old_second = difference(column(ytf), column(float(top2.index[1])))
             row.update(rank=rank_key(r), yellow_mean=float(means[ytf]),
                        yellow_sd=float(ysd), best_other=float(others.max()), best_other_tf=bo_tf,
                        margin=float(means[ytf] - others.max()), gap_to_second=float(means[ytf] - top2.iloc[1]),
@@ -633,9 +768,14 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
                        best_other_tf=math.nan, margin=math.nan, gap_to_second=math.nan, second_tf=math.nan,
                        runner_up_margin=math.nan, spread=math.nan)
         row.update(ci_lo=d_best.lo, ci_hi=d_best.hi, resolution=d_best.resolution, pairs=d_best.n,
-                   second_lo=d_second.lo, second_hi=d_second.hi)
+                   second_lo=d_second.lo, second_hi=d_second.hi, df=d_best.df, pooled_sd=d_best.sd,
+                   second_other_tf=second_other_tf if d_second is not NO_DIFFERENCE else math.nan,
+                   gap_to_second_other=d_second.diff,
+                   contrasts={tf: (d.lo, d.hi) for tf, d in contrasts.items()} if d_best is not NO_DIFFERENCE else {},
+                   contrast_est={tf: d.diff for tf, d in contrasts.items()} if d_best is not NO_DIFFERENCE else {})
         row.update(_pattern(g, means))
         names = cell_names(g)
+        row.update(second_other_name=names.get(row.get("second_other_tf", math.nan), ""))
         row.update(best_other_name=names.get(row["best_other_tf"], ""), best_name=names.get(row["best_tf"], ""),
                    yellow_name=names.get(ytf, ""))
         reg = regime(yellow_rows["history"]) if "history" in yellow_rows else regime([])
@@ -643,19 +783,28 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
         row["yellow_seeds"] = (int(yellow_rows["status"].isin(["finished", "diverged"]).sum())
                                if "status" in yellow_rows else len(yellow_rows))
         row["claim"] = claim
-        word, reason = _grid_verdict(row, d_best, d_second, claim, real_data, reg["settled"])
-        row.update(verdict=word, reason=reason)
-        pk = peak_tuning_factor(ok.tuning_factor, ok[value], ok.seed if "seed" in ok else None)
-        row.update(peak_tf=pk["peak"], peak_lo=pk["lo"], peak_hi=pk["hi"], fit_p=pk["fit_p"],
-                   peak_vs_yellow=pk["peak"] / ytf if ytf and math.isfinite(ytf) else math.nan)
+        word, reason = _grid_verdict(row, contrasts, claim, real_data, reg["settled"])
+        row.update(verdict=word, reason=reason,
+                   previous_verdict=_previous_grid_word(row, d_best, old_second, claim, real_data, reg["settled"]))
+        pk = (fitted_optimum(ok.tuning_factor, ok[value], ok.seed if "seed" in ok else None, ytf)
+              if ytf and math.isfinite(ytf) else fitted_optimum([], [], [], 1.0))
+        row.update(peak_tf=pk["peak"], peak_lo=pk["lo"] * ytf if math.isfinite(pk["lo"]) else math.nan,
+                   peak_hi=pk["hi"] * ytf if math.isfinite(pk["hi"]) else math.nan, fit_p=pk["fit_p"],
+                   peak_vs_yellow=pk["ratio"], peak_ratio_lo=pk["lo"], peak_ratio_hi=pk["hi"], peak_df=pk["df"],
+                   peak_se_log2=pk.get("se_log2", math.nan), peak_reason=pk["reason"])
+        ow, oreason = _optimum_verdict(row, real_data, reg["settled"])
+        row.update(optimum_verdict=ow, optimum_reason=oreason)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _grid_verdict(row: dict, d_best: Difference, d_second: Difference, claim: str, real_data: bool,
+def _grid_verdict(row: dict, contrasts: dict, claim: str, real_data: bool,
                   settled: bool | None) -> tuple[str, str]:
-    """(word, reason) of one :func:`findings` column (see there)."""
-    unsettled = "before the angular update settled"
+    """(word, reason) of one :func:`findings` column by the rule ``rules.RULES["grid " + claim]``: the yellow cell
+    against every other cell of the column, each a pooled-error 95 % interval (:func:`pooled_contrasts`); gated both
+    ways by the regime check."""
+    from . import rules
+
     if row["rank"] == "n/a":
         if row["missing"]:
             return "undecided", f"{row['missing']} runs missing"
@@ -665,16 +814,52 @@ def _grid_verdict(row: dict, d_best: Difference, d_second: Difference, claim: st
     if real_data and row["yellow_seeds"] < MIN_SEEDS:
         s = row["yellow_seeds"]
         return "undecided", f"{s} seed{'s' if s != 1 else ''} on real images, {MIN_SEEDS} needed"
-    if claim == "best":
-        if not d_best.has_interval:
-            return "undecided", "one seed: no interval"
-        return judge_difference(d_best, ">", settled=settled, real_data=real_data, unsettled=unsettled)
-    if row["rank"] in ("best", "second"):
-        return "holds", ""
-    if not d_second.has_interval:
+    cs = [(d.lo, d.hi) for d in contrasts.values() if d.has_interval]
+    if not cs:
         return "undecided", "one seed: no interval"
-    word, reason = judge_difference(d_second, ">", settled=settled, real_data=real_data, unsettled=unsettled)
+    word, reason = rules.decide(rules.rule(f"grid {claim}"), contrasts=cs, gate_ok=settled, real_data=real_data,
+                                gate_words="before the angular update settled")
+    if word == "undecided" and not reason.startswith(("the claimed", "against")):
+        reason += f"; leaning {RANK_SHORT[row['rank']]}"
     return word, reason
+
+
+def _previous_grid_word(row: dict, d_best: Difference, d_second: Difference, claim: str, real_data: bool,
+                        settled: bool | None) -> str:
+    """The verdict word the rule before ``rules.RULES["grid …"]`` gave (for the changelog and the notebook's note on
+    a rule changed after the data): "best or second" held on the rank alone; below second was *no* when the paired
+    t interval to the column's second cell lay below 0 in a settled regime; "best": the paired t of yellow − best
+    other cell."""
+    if row["rank"] == "n/a" or (real_data and row["yellow_seeds"] < MIN_SEEDS):
+        return "undecided"
+    if claim == "best":
+        d = d_best
+        if not d.has_interval:
+            return "undecided"
+        return "holds" if d.lo > 0 else ("no" if d.hi < 0 and settled is not False else "undecided")
+    if row["rank"] in ("best", "second"):
+        return "holds"
+    if not d_second.has_interval:
+        return "undecided"
+    return "no" if d_second.hi < 0 and settled is not False else "undecided"
+
+
+def _optimum_verdict(row: dict, real_data: bool, settled: bool | None) -> tuple[str, str]:
+    """(word, reason) of the invariance a grid column exists to show: the fitted optimum's tuning factor
+    (:func:`fitted_optimum`) within one grid step of the yellow one, by ``rules.RULES["grid optimum"]`` ("band")."""
+    from . import rules
+
+    if row["rank"] == "n/a":
+        return "undecided", "no finished run"
+    if real_data and row["yellow_seeds"] < MIN_SEEDS:
+        s = row["yellow_seeds"]
+        return "undecided", f"{s} seed{'s' if s != 1 else ''} on real images, {MIN_SEEDS} needed"
+    if not math.isfinite(row["peak_vs_yellow"]):
+        return "undecided", f"no fitted optimum: {row['peak_reason'] or 'no fit'}"
+    if not math.isfinite(row["peak_ratio_lo"]):
+        return "undecided", "no residual error: no interval"
+    return rules.decide(rules.rule("grid optimum"), ci=(row["peak_ratio_lo"], row["peak_ratio_hi"]), gate_ok=settled,
+                        real_data=real_data, gate_words="before the angular update settled")
 
 
 #: how a grid cell is named by the field that varies within its column
@@ -784,12 +969,15 @@ def rank_key(rank: int) -> str:
 
 
 def grid_difference(r, which: str = "best") -> Difference:
-    """The paired interval of one :func:`findings` row as a :class:`Difference`: yellow − best other cell
-    (``which="best"``) or yellow − the column's second cell (``"second"``)."""
+    """The pooled interval of one :func:`findings` row as a :class:`Difference`: yellow − best other cell
+    (``which="best"``) or yellow − the second-best other cell (``"second"``, the contrast that decides "best or
+    second" either way)."""
+    df, sd = r.get("df", math.nan), r.get("pooled_sd", math.nan)
     if which == "second":
-        return Difference(r["gap_to_second"], r["second_lo"], r["second_hi"], int(r.get("pairs", 0) or 0), True,
-                          "paired t")
-    return Difference(r["margin"], r["ci_lo"], r["ci_hi"], int(r.get("pairs", 0) or 0), True, "paired t")
+        return Difference(r.get("gap_to_second_other", math.nan), r["second_lo"], r["second_hi"],
+                          int(r.get("pairs", 0) or 0), True, "pooled t", LEVEL, df, sd)
+    return Difference(r["margin"], r["ci_lo"], r["ci_hi"], int(r.get("pairs", 0) or 0), True, "pooled t", LEVEL, df,
+                      sd)
 
 
 def _cell(r, which: str) -> str:
@@ -852,12 +1040,14 @@ def say_findings(f: pd.DataFrame, col: str = "n", what: str = "accuracy") -> str
                   else f"{_interval_text(d)} points against the best cell ({other})")
         if d.has_interval:
             res = resolution_words(d, r.get("paper_effect"), what="these seeds")
-            margin += f" (paired by seed, 95 % interval{'; ' + res if res else ''})"
-        if r["rank"] == "no":
-            margin += f", {_interval_text(grid_difference(r, 'second'))} to the second cell"
+            margin += (f" (95 % interval from the column's pooled error, {r.get('df', math.nan):.0f} df"
+                       f"{'; ' + res if res else ''})")
+        d2 = grid_difference(r, "second")
+        if d2.has_interval and r.get("second_other_tf") != r.get("best_other_tf"):
+            margin += f", {_interval_text(d2)} against the second-best other cell ({_cell(r, 'second_other')})"
         peak = (f"the quadratic fit peaks at tuning factor {r['peak_tf']:.3g}"
-                + (f" (95 % bootstrap interval {r['peak_lo']:.3g}–{r['peak_hi']:.3g})" if math.isfinite(r["peak_lo"])
-                   else " (one seed: no bootstrap interval)") + f" beside the yellow {r['yellow_tf']:.3g}"
+                + (f" (90 % interval {r['peak_lo']:.3g}–{r['peak_hi']:.3g}, delta method on the fit's residual error)"
+                   if math.isfinite(r["peak_lo"]) else " (no interval)") + f" beside the yellow {r['yellow_tf']:.3g}"
                 if math.isfinite(r["peak_tf"]) else "the quadratic fit has no interior peak")
         reading = peak_reading(r)
         if reading.startswith("the quadratic misses"):
@@ -879,18 +1069,17 @@ def _fmt_tf(v: float) -> str:
 
 
 def verdict_text(r) -> str:
-    """One findings row as a published verdict (:func:`verdict_words`): "holds: best, +1.20 [−0.40, +2.80] over
-    the best other cell", "undecided (1 seed on real images, 3 needed): second, −0.65 (one seed: no interval)", "no:
-    third or lower, −1.20 [−2.10, −0.30] to the second cell, −6.80 to the best"."""
+    """One findings row as a published verdict (:func:`verdict_words`): "holds: best; yellow − best other +1.20
+    [+0.40, +2.00], − second other +2.10 [+1.30, +2.90] (pooled 95 % intervals, 8 df)"."""
     if r["rank"] == "n/a":
         return verdict_words(r["verdict"], r["reason"])
     missing = f"; provisional, {int(r['missing'])} runs missing" if r["missing"] else ""
-    if r["rank"] == "no":  # what decides "no": the gap to the column's second cell
-        detail = (f"third or lower, {_interval_text(grid_difference(r, 'second'))} to the second cell, "
-                  f"{r['margin']:+.2f} to the best{missing}")
-    else:
-        against = "over the best other cell" if r["margin"] >= 0 else "to the best cell"
-        detail = f"{r['rank']}, {_interval_text(grid_difference(r))} {against}{missing}"
+    d1, d2 = grid_difference(r), grid_difference(r, "second")
+    df = r.get("df", math.nan)
+    second = (f", − second other {_interval_text(d2)}" if math.isfinite(r.get("second_other_tf", math.nan))
+              and r.get("second_other_tf") != r.get("best_other_tf") else "")
+    detail = (f"{RANK_SHORT[r['rank']]}; yellow − best other {_interval_text(d1)}{second}"
+              + (f" (pooled 95 % intervals, {df:.0f} df)" if math.isfinite(df) else "") + missing)
     return verdict_words(r["verdict"], r["reason"], detail)
 
 
@@ -901,18 +1090,25 @@ def peak_text(r) -> str:
     if not math.isfinite(r["peak_tf"]):
         return f"no interior peak (yellow {_fmt_tf(r['yellow_tf'])})"
     if not math.isfinite(r["peak_lo"]):
-        return f"{_fmt_tf(r['peak_tf'])} (one seed) vs {_fmt_tf(r['yellow_tf'])}"
+        return f"{_fmt_tf(r['peak_tf'])} (no interval) vs {_fmt_tf(r['yellow_tf'])}"
     return f"{_fmt_tf(r['peak_tf'])} [{_fmt_tf(r['peak_lo'])}, {_fmt_tf(r['peak_hi'])}] vs {_fmt_tf(r['yellow_tf'])}"
 
 
 def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str, col: str = "n",
-               results: pd.DataFrame | None = None) -> list[dict]:
-    """``publish.record_claims`` rows, one per findings column: the verdict and the peak tuning factor computed by
-    :func:`findings`, the interval that decides the verdict (``ci``: yellow − best other cell; for a yellow cell
-    below second, yellow − the column's second cell) with its resolution and the paper's own margin; ``results``
-    (the sweep) adds the column's training minutes (sum of the runs' seconds)."""
+               results: pd.DataFrame | None = None, optimum: bool = True) -> list[dict]:
+    """``publish.record_claims`` rows, one per findings column, by the rule ``rules.RULES["grid <claim kind>"]``:
+    the verdict, ``contrasts`` (the pooled interval of yellow − each other cell, the intervals the rule reads),
+    ``ci`` the deciding contrast (yellow − the second-best other cell for "best or second", yellow − the best other
+    cell for "best"), the regime gate, the verdict under the rule it replaced (``previous_word``), what would decide
+    an *undecided* column (``to_decide``), the paper's own margin; ``results`` (the sweep) adds the column's training
+    minutes. ``optimum``: a second row per column for the fitted optimum's tuning factor within one grid step of the
+    yellow one (``rules.RULES["grid optimum"]``, item "<item> optimum")."""
+    from . import rules
+
     rows = []
     for _, r in found.iterrows():
+        kind = r.get("claim", "best or second")
+        rule = rules.rule(f"grid {kind}")
         sub = f" ({r['subtable']})" if "subtable" in r and isinstance(r["subtable"], str) and r["subtable"] else ""
         label = {"n": "N", "batch_size": "B"}.get(col, col)
         minutes, paper_value, where = None, "", f"{label} = {r[col]:,g}"
@@ -924,18 +1120,79 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
             paper_value = _paper_column(results[sel])
             where = column_label(results[sel], col)
         ours = yellow_text(r)
-        # the interval that decides the verdict: yellow − best other cell, or, for a yellow cell ranked below
-        # second, yellow − the column's second cell (the paper's own margin then compares other cells: left out)
-        deciding = grid_difference(r, "second" if r["rank"] == "no" else "best")
-        pe = r.get("paper_effect", math.nan) if r["rank"] != "no" else math.nan
+        deciding = grid_difference(r, "best" if kind == "best" else "second")
+        pe = r.get("paper_effect", math.nan)
+        seeds = int(r["seeds"])
+        per_seed_min = minutes / max(seeds, 1) if minutes else None
+        gated = r["verdict"] == "undecided" and str(r["reason"]).startswith(("the claimed way,", "against the claim,"))
+        fix = ("a longer first phase (more epochs before the first LR decay), so that the yellow cells' Δθ settles")
+        to_decide = (decide_text(deciding, ">", minutes_per_seed=per_seed_min, blocks=max(1, int(r["cells"]) - 1),
+                                 gate_fix=fix, gated=gated, paper_effect=pe if math.isfinite(pe) else None)
+                     if r["verdict"] == "undecided" and r["rank"] != "n/a" else "")
+        contrasts = r.get("contrasts") or {}
+        fields = interval_fields(deciding, paper_effect=pe if pe is not None and math.isfinite(pe) else None,
+                                 rule=rule, gate_ok=_gate(r.get("settled")), to_decide=to_decide)
+        fields["contrasts"] = {f"{tf:.6g}": [_fin(lo), _fin(hi)] for tf, (lo, hi) in contrasts.items()}
         rows.append({"paper": paper, "item": f"{item}{sub}, {where}", "claim": claim, "data": data,
-                     "seeds": int(r["seeds"]), "seeds_max": int(r.get("seeds_max", r["seeds"])),
+                     "seeds": seeds, "seeds_max": int(r.get("seeds_max", r["seeds"])),
                      "verdict": verdict_text(r), "word": r["verdict"], "regime": regime_text(r),
+                     "previous_word": r.get("previous_verdict", ""),
                      "peak_tf": peak_text(r), "train_minutes": minutes, "ours": f"yellow {ours}" if ours else "",
-                     "paper_value": paper_value, "rank": r["rank"],
-                     **interval_fields(deciding, paper_effect=pe if pe is not None and math.isfinite(pe)
-                                       else None)})
+                     "paper_value": paper_value, "rank": r["rank"], **fields})
+        if optimum and r["rank"] != "n/a":
+            rows.append(_optimum_row(r, paper, f"{item} optimum{sub}, {where}", data, minutes, seeds))
     return rows
+
+
+def _gate(settled) -> bool | None:
+    if settled is None or (isinstance(settled, float) and math.isnan(settled)):
+        return None
+    return bool(settled)
+
+
+def _fin(v):
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def _optimum_row(r, paper: str, item: str, data: str, minutes, seeds: int) -> dict:
+    """The claims.json row of one column's fitted optimum (``rules.RULES["grid optimum"]``): ``ci`` the 90 %
+    interval of optimum / yellow tuning factor (``scale`` "ratio")."""
+    from . import rules
+
+    rule = rules.rule("grid optimum")
+    ratio, lo, hi = r["peak_vs_yellow"], r["peak_ratio_lo"], r["peak_ratio_hi"]
+    word, reason = r["optimum_verdict"], r["optimum_reason"]
+    if math.isfinite(ratio):
+        ours = f"×{ratio:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) else "")
+        detail = f"optimum / yellow tuning factor {ours} (90 % interval; band ×{1 / rule.margin:g}–×{rule.margin:g})"
+    else:
+        ours, detail = "", ""
+    to_decide = ""
+    if word == "undecided":
+        se = r.get("peak_se_log2", math.nan)
+        if str(reason).startswith(("the claimed way,", "against the claim,")):
+            to_decide = ("the regime the claim speaks of: a longer first phase (more epochs before the first LR "
+                         "decay), so that the yellow cells' Δθ settles")
+        elif math.isfinite(ratio) and math.isfinite(se):
+            x = math.log2(ratio)
+            target = min(abs(x - 1), abs(x + 1))
+            n = seeds_needed(se * math.sqrt(seeds), target, level=rule.level, blocks=max(1, int(r["cells"]) - 2))
+            per = minutes / max(seeds, 1) if minutes else None
+            to_decide = (f"about {n} seeds ({max(0, n - seeds)} more"
+                         + (f", about {max(0, n - seeds) * per:,.0f} cpu minutes" if per and n > seeds else "")
+                         + ") would, if the fit's spread held" if n else
+                         f"no seed budget up to {MAX_SEEDS} seeds at the fit's spread can; a finer or wider grid "
+                         f"around the optimum would")
+        else:
+            to_decide = ("a grid whose cells bracket the optimum (an interior maximum the quadratic can place)"
+                         if "maximum" in str(reason) or "range" in str(reason) else
+                         "more cells near the optimum (the quadratic misses the cells)")
+    d = Difference(ratio, lo, hi, seeds, True, "delta method", rule.level, r.get("peak_df", math.nan))
+    return {"paper": paper, "item": item, "data": data, "seeds": seeds,
+            "claim": "the fitted optimum's tuning factor lies within one grid step (×½–×2) of the yellow one",
+            "verdict": verdict_words(word, reason, detail), "word": word, "ours": ours, "paper_value": "",
+            "train_minutes": None, "regime": regime_text(r),
+            **interval_fields(d, rule=rule, gate_ok=_gate(r.get("settled")), to_decide=to_decide, scale="ratio")}
 
 
 def column_label(column: pd.DataFrame, col: str = "n") -> str:

@@ -133,6 +133,8 @@ NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for nb in (
     Notebook("yun2022_tables8_10", YUN, "Tables 8 and 10", _yun("yun2022_table8", "yun2022_table10")),
     Notebook("yun2022_table9", YUN, "Table 9", _yun("yun2022_table9")),
     Notebook("yun2022_section6", YUN, "Sec. 6, Fig. 8"),
+    # trains nothing: reads the grid notebooks' runs and pools their columns
+    Notebook("yun2022_summary", YUN, "Tables 1-11 and Sec. 3.2 pooled over every grid column"),
     Notebook("tuning_rule", YUN, "the tuning rule (Eq. 27) on a network the papers did not use",
              _tuning_rule, rules=tuning_rule.breaks),
     Notebook("adamp_toys", ADAMP, "Figs 1, 3 and H.1, Lemmas 2.1-2.2, Cor. 2.3"),

@@ -200,6 +200,17 @@ RULES: dict[str, Rule] = {
                "published records, as 'no more apart than the Eq. 27 approximation is from the measured Δθ'",
         declared="after", previous="a 3-seed percentile bootstrap of max/min (its 10 distinct resamples' range) "
                                    "inside ×1.25"),
+    "pooled gap": Rule(
+        "≳", "random-effects meta-analysis (DerSimonian–Laird) over the grid columns of each column's yellow − best "
+             "other cell and its pooled-error standard error", margin=1.0,
+        reason="the paper's question is whether 10/128 is (near) the best setting; one point is the margin Sec. 6 "
+               "also uses for 'as good as the optimum', and the winner's curse biases each column's gap against "
+               "the yellow cell, so a pooled gap above −1 is conservative evidence",
+        declared="after"),
+    "pooled optimum": Rule(
+        "band", "random-effects meta-analysis (DerSimonian–Laird) over the grid columns of log₂(optimum / yellow "
+                "tuning factor) and its delta-method standard error", margin=2.0,
+        reason="one grid step of the paper's ×2 grids, as for each column's own optimum", declared="after"),
     # -- Yun et al. Sec. 6 ----------------------------------------------------------------------------------------
     "sec6 non-inferior": Rule(
         "≳", _PAIRED, margin=1.0,

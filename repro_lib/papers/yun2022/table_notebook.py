@@ -23,7 +23,8 @@ from ... import data, profiles
 from ...results.findings import (REGIME_DRIFT, claim_rows, dataset_label, grid_difference, num, say_findings,
                                  seed_range, verdict_line, yellow_text)
 from ...results.findings import findings as column_findings
-from ...results import publish
+from ...results import publish, rules, screen
+from ...results.tables import readable
 from ...runs import sweep
 from ...store import Store
 from .. import transcribed
@@ -160,9 +161,7 @@ def _show_grid(cells: pd.DataFrame, caption: str) -> None:
     if get_ipython is not None and get_ipython() is not None:
         from IPython.display import display
 
-        from ...results.tables import readable
-
-        display(readable(cells.reset_index(drop=True), caption=caption, digits=6).hide(axis="index"))
+        display(readable(cells.reset_index(drop=True), caption=caption, digits=6))
     else:
         print("  " + cells.to_string(index=False).replace("\n", "\n  "))
 
@@ -363,6 +362,8 @@ class YunTables:
         self.out_dir = Path(results_dir) / profile / notebook
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.seed, self.device, self.dataset = seed, device, dataset
+        self.params = dict(dataset=dataset, num_epochs=num_epochs, precision=precision, seed=seed)  # the re-run's
+        self._results: dict[str, pd.DataFrame] = {}  # table name -> its runs, for the first screen's lines
         self._found: dict[str, pd.DataFrame] = {}
         self._claims: dict[str, list[dict]] = {}  # table name -> its claim rows
         self._hashes: dict[str, set] = {}  # table name -> the store hashes of its runs
@@ -496,9 +497,42 @@ class YunTables:
                                         optimum_across_columns(found, results, col),
                                         self._untested(name, results, col)) if t)
             display(Markdown(f"**{item}** ({data}). {text}\n\n" + say_columns(found, col)))
-        publish.record_claims(self.out_dir, [row for rows in self._claims.values() for row in rows])
+        self._results[name] = results
+        self._record()
         found.to_csv(self.out_dir / f"{name}_findings.csv", index=False)  # every column, for further analysis
-        return findings_view(found[~unrun_columns(found)], col)
+        return readable(findings_view(found[~unrun_columns(found)], col))
+
+    def _record(self) -> None:
+        """Record every claim so far (``publish.record_claims``) with the first screen's conditions and re-run
+        lines (:meth:`conditions`, :meth:`rerun`)."""
+        publish.record_claims(self.out_dir, [r for rows in self._claims.values() for r in rows],
+                              caveat=self.conditions(), rerun=self.rerun())
+
+    def conditions(self) -> str:
+        """The first screen's caveat (``results.screen.conditions``): N, width, epochs and test images of the runs
+        shown so far beside the paper's protocol, the yellow cells' accuracy beside the paper's, and in how many
+        columns their Δθ settled before the first LR decay."""
+        if not self._results:
+            return ""
+        runs = pd.concat(list(self._results.values()), ignore_index=True)
+        paper = [c for name in self._results for c in get(name).plan("paper").cfg]
+        found = pd.concat(list(self._found.values()), ignore_index=True) if self._found else pd.DataFrame()
+        ours = found["yellow_mean"].dropna() if "yellow_mean" in found else []
+        theirs = pd.to_numeric(runs.loc[runs.yellow.astype(bool), "paper_accuracy"], errors="coerce").dropna()
+        settled = found["settled"].dropna() if "settled" in found else pd.Series(dtype=bool)
+        regime = (f"the yellow cells' Δθ settled before the first LR decay in {int(settled.astype(bool).sum())} of "
+                  f"{len(settled)} columns" if len(settled) else "")
+        return screen.conditions(runs, paper=paper, accuracy=list(ours), paper_accuracy=list(theirs),
+                                 regime=regime, what="yellow-cell")
+
+    def rerun(self) -> str:
+        """The first screen's re-run line (``results.screen.rerun``): the command, the minutes the records of the
+        runs shown so far measured, or the cost model's estimate where none has run."""
+        runs = pd.concat(list(self._results.values()), ignore_index=True) if self._results else None
+        estimate = (profiles.estimate_cpu_minutes(list(self.plans.values()))
+                    if self.profile in ("cpu", "smoke") else None)
+        return screen.rerun(self.notebook, self.profile, self.params, runs=runs, store_dir=self.results_dir,
+                            estimate_minutes=estimate)
 
     def _untested(self, name: str, results: pd.DataFrame, col: str) -> str:
         """A sentence where a column of this table runs at the same cpu N and B as a column of a table shown before
@@ -563,14 +597,16 @@ class YunTables:
                         if collapsed else "") + ".")
         return text
 
-    #: yellow cells "share" Δθ when their means differ by at most this factor (Sec. 3's reading of Fig. 2a)
-    SHARED = 1.25
+    #: yellow cells "share" Δθ when their means differ by at most this factor (Sec. 3's reading of Fig. 2a; the
+    #: threshold of ``rules.RULES["shared angle"]``)
+    SHARED = rules.rule("shared angle").margin
 
     def shared_angle(self, results: pd.DataFrame, name: str, col: str, figure: str) -> str:
         """The figure claim of a table whose yellow cells keep one tuning factor across its columns (Table 5's
         Fig. 5: the yellow B ∝ N cells share the angular update per epoch), in words: with two or more columns, the
-        ratio max/min of the yellow cells' mean Δθ over 30–45 % of training with a bootstrap interval over seeds,
-        judged as "≈" within :attr:`SHARED` (``findings.judge_difference``) and recorded as a claim; with one
+        ratio max/min of the yellow cells' mean Δθ over 30–45 % of training within each seed, with a 90 % t interval
+        of its log over seeds (``findings.ratio_interval``), judged by ``rules.RULES["shared angle"]`` (≤ 1.25, gated
+        by the columns' regime check both ways) and recorded as a claim; with one
         column, the sentence that says why it cannot be tested. Returns the Markdown shown."""
         from IPython.display import Markdown, display
 
@@ -591,20 +627,32 @@ class YunTables:
         epochs = int(hist.epoch.max())
         w = hist[(hist.epoch > 0.3 * epochs) & (hist.epoch <= 0.45 * epochs)]
         per_seed = w.groupby(["seed", col]).angular_update.mean().unstack(col).dropna()
-        ratio = lambda t: t.mean().max() / t.mean().min() - 1  # noqa: E731
-        d = fnd.bootstrap_difference(ratio, per_seed)
-        word, reason = fnd.judge_difference(d, "≈", margin=self.SHARED - 1, real_data=dataset_label(results)
-                                            != fnd.SYNTHETIC)
-        detail = (f"yellow Δθ max/min across {label} = {', '.join(f'{c:,g}' for c in cols)}: {1 + d.diff:.2f} "
-                  + (f"[{1 + d.lo:.2f}, {1 + d.hi:.2f}]" if d.has_interval else "(one seed: no interval)")
-                  + f" (shared: ≤ {self.SHARED:g})")
+        # within each seed: max/min over the columns; its 90 % interval a t interval of the log over seeds
+        d = fnd.ratio_interval(per_seed.max(axis=1) / per_seed.min(axis=1))
+        rule = rules.rule("shared angle")
+        found = self._found.get(name)
+        settled = (found["settled"].dropna() if found is not None and "settled" in found else pd.Series(dtype=bool))
+        gate = None if not len(settled) else bool(settled.astype(bool).all())
+        real = dataset_label(results) != fnd.SYNTHETIC
+        word, reason = rules.decide(rule, ci=(d.lo, d.hi), gate_ok=gate, seeds=d.n, real_data=real,
+                                    gate_words="before Δθ settled in every column")
+        log_d = (fnd.Difference(math.log(d.diff), math.log(d.lo), math.log(d.hi), d.n, True, d.method, d.level, d.df,
+                                d.sd) if d.has_interval else fnd.NO_DIFFERENCE)
+        to_decide = (fnd.decide_text(log_d, "≤", margin=math.log(rule.margin), units="(log ratio)",
+                                     gated=gate is False and reason.startswith(("the claimed", "against")),
+                                     gate_fix="a first phase long enough for Δθ to settle in every column")
+                     if word == "undecided" else "")
+        detail = (f"yellow Δθ max/min across {label} = {', '.join(f'{c:,g}' for c in cols)}, within a seed: "
+                  f"{d.diff:.2f} " + (f"[{d.lo:.2f}, {d.hi:.2f}] (90 % t interval over seeds)" if d.has_interval
+                                      else "(one seed: no interval)") + f" (shared: ≤ {rule.margin:g})")
         row = dict(paper="Yun et al. 2022", item=f"{figure}, yellow cells", data=dataset_label(results),
                    claim="the yellow cells of every column share the angular update per epoch", seeds=d.n,
                    verdict=fnd.verdict_words(word, reason, detail), word=word,
-                   ours=f"Δθ max/min {1 + d.diff:.2f}", paper_value=f"the yellow curves coincide ({figure})",
-                   **fnd.interval_fields(d, margin=self.SHARED - 1))
+                   ours=f"Δθ max/min {d.diff:.2f}", paper_value=f"the yellow curves coincide ({figure})",
+                   **fnd.interval_fields(d, margin=rule.margin, rule=rule, gate_ok=gate, to_decide=to_decide,
+                                         scale="ratio"))
         self._claims[f"{name} {figure}"] = [row]
-        publish.record_claims(self.out_dir, [r for rows in self._claims.values() for r in rows])
+        self._record()
         text = f"**{figure}** ({row['data']}): *{word}*{f' ({reason})' if reason else ''}; {detail}."
         display(Markdown(text))
         return text

@@ -7,6 +7,9 @@
 * ``plot_angular``: Δθ per epoch curves with the predicted level arccos(1 − tuning factor) (Yun et al. Eq. 27),
   and the same axes for the effective learning rates and the weight norm; the legend beside the axes, never over
   the curves.
+* ``problems``: what a drawn figure lacks for a reader (a title, axis labels); ``theme`` has every pyplot figure
+  checked when it is drawn, and a figure that lacks one says so under it (:data:`CHECK_MARK`), which
+  ``tests/test_rendered.py`` looks for in every published notebook.
 """
 from __future__ import annotations
 
@@ -34,6 +37,58 @@ def theme() -> None:
         size = mpl.rcParams[key]
         if isinstance(size, (int, float)) and size < MIN_FONT:
             mpl.rcParams[key] = MIN_FONT
+    hook = f"{__name__}:watch"
+    if hook not in mpl.rcParams["figure.hooks"]:
+        mpl.rcParams["figure.hooks"] = [*mpl.rcParams["figure.hooks"], hook]
+
+
+#: the words a figure that lacks a title or an axis label prints under itself (:func:`watch`)
+CHECK_MARK = "figure check:"
+
+
+def _has_data(ax) -> bool:
+    return bool(ax.lines or ax.collections or ax.images or ax.patches or ax.containers)
+
+
+def problems(fig) -> list[str]:
+    """What ``fig`` lacks for a reader, one line each: an axes with data and no title (a figure with one such axes
+    may carry its title as the figure's suptitle), no x label where no axes of its column has one (shared axes
+    label only the outer ones), no y label where no axes of its row has one; [] for a figure that has them all."""
+    axes = [ax for ax in fig.axes if ax.get_visible() and _has_data(ax) and ax.name == "rectilinear"
+            and ax.get_label() != "<colorbar>"]
+    suptitle = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) is not None else ""
+    found = []
+
+    def where(ax):
+        ss = ax.get_subplotspec()
+        return (ss.rowspan.start, ss.colspan.start) if ss is not None else (0, 0)
+
+    for k, ax in enumerate(axes):
+        name = ax.get_title() or f"axes {k + 1}"
+        if not ax.get_title() and not (len(axes) == 1 and suptitle):
+            found.append(f"{name}: no title")
+        row, col = where(ax)
+        if not ax.get_xlabel() and not any(o.get_xlabel() for o in axes if where(o)[1] == col):
+            found.append(f"{name}: no x-axis label")
+        if not ax.get_ylabel() and not any(o.get_ylabel() for o in axes if where(o)[0] == row):
+            found.append(f"{name}: no y-axis label")
+    return found
+
+
+def watch(fig) -> None:
+    """A pyplot figure hook (``rcParams["figure.hooks"]``, set by :func:`theme`): when ``fig`` is drawn, print
+    what it lacks (:func:`problems`) to stderr, once, after :data:`CHECK_MARK`."""
+    import sys
+
+    said = []
+
+    def check(event):
+        found = problems(fig)
+        if found and found != said:
+            said[:] = found
+            print(f"{CHECK_MARK} " + "; ".join(found), file=sys.stderr)
+
+    fig.canvas.mpl_connect("draw_event", check)
 
 
 def legend_outside(ax, title: str | None = None) -> None:
@@ -78,6 +133,17 @@ def cell_labels(rows: pd.DataFrame, table: pd.DataFrame | None = None, keys=CELL
             label += " (yellow)"
         out.append(label)
     return out
+
+
+def sizes_text(rows: pd.DataFrame) -> str:
+    """The training-set size N and batch size B of a grid's runs as a figure title names them: "N = 1,000, B =
+    16–64" (a range where they vary), so that a title says what was run here, not the paper's protocol."""
+    parts = []
+    for key in ("n", "batch_size"):
+        if key in rows and len(rows[key].dropna()):
+            lo, hi = int(rows[key].min()), int(rows[key].max())
+            parts.append(f"{_CELL_NAMES[key]} = {lo:,}" + (f"–{hi:,}" if hi != lo else ""))
+    return ", ".join(parts)
 
 
 def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None = None,

@@ -26,6 +26,7 @@ import os
 import re
 from pathlib import Path
 
+from . import screen
 from .executed import notebook_parameters, published_notebooks
 from .findings import VERDICTS, seed_range, word_counts
 from .tables import markdown_lines
@@ -41,13 +42,14 @@ SHORT_COLUMNS = ("paper", "what", "claim", "ours", "paper's", "verdict", "notebo
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
-def record_claims(out_dir: str | os.PathLike, rows: list[dict]) -> Path:
+def record_claims(out_dir: str | os.PathLike, rows: list[dict], caveat: str = "", rerun: str = "") -> Path:
     """Write the notebook's claims (``out_dir/claims.json``, atomically) and show them as the notebook's result under
     its claim (:func:`result_first`). Each row: ``paper``, ``item`` (e.g. "Table 1 (a), N = 1000"), ``claim`` (in
     words), ``data`` (``findings.dataset_label``), ``seeds``, ``verdict`` (computed from the runs, e.g. "best
     (margin +1.2, within the seed spread 1.5)"), optionally ``peak_tf`` (text), ``train_minutes``, ``ours`` and
     ``paper_value`` (the measured value and the paper's, as text), ``note`` (a sentence the first screen shows under
-    the table, once however many rows carry it)."""
+    the table, once however many rows carry it). ``caveat`` and ``rerun``: the first screen's conditions and re-run
+    lines under the table (``results.screen.conditions`` / ``screen.rerun``)."""
     from ..store import _write_atomic
 
     required = ("paper", "item", "claim", "data", "seeds", "verdict")
@@ -58,11 +60,11 @@ def record_claims(out_dir: str | os.PathLike, rows: list[dict]) -> Path:
     path = Path(out_dir) / "claims.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomic(path, json.dumps(rows, indent=1, sort_keys=True, default=_jsonable) + "\n")
-    _show_result(rows)
+    _show_result(rows, caveat, rerun)
     return path
 
 
-def _show_result(rows: list[dict]) -> None:
+def _show_result(rows: list[dict], caveat: str = "", rerun: str = "") -> None:
     """Fill the notebook's result placeholder (:func:`result_first`) when running in a kernel; nothing elsewhere."""
     try:
         from IPython import get_ipython
@@ -70,7 +72,7 @@ def _show_result(rows: list[dict]) -> None:
     except ImportError:  # pragma: no cover - IPython is a dependency
         return
     if get_ipython() is not None:
-        update_display(Markdown(result_markdown(rows)), display_id=RESULT_ID)
+        update_display(Markdown(result_markdown(rows, caveat, rerun)), display_id=RESULT_ID)
 
 
 def result_first() -> None:
@@ -82,10 +84,12 @@ def result_first() -> None:
     display(Markdown(RESULT_PENDING), display_id=RESULT_ID)
 
 
-def result_markdown(rows: list[dict]) -> str:
+def result_markdown(rows: list[dict], caveat: str = "", rerun: str = "") -> str:
     """The result in a few lines: one table row per claim with a verdict (claim, ours, the paper's, verdict; the
-    ours/paper columns where the claims carry them), the data the runs used, the claims' distinct ``note``
-    sentences, and how many claims have no run yet."""
+    ours/paper columns where the claims carry them), the data the runs used, the definitions of the terms the
+    table uses (``screen.glossary``), the ``caveat`` and ``rerun`` lines (all three above the table, so that a long
+    table leaves them on the first screen), the claims' distinct ``note`` sentences, and how many claims have no run
+    yet."""
     ran = [r for r in rows if not not_run(r)]
     has = [k for k in ("ours", "paper_value") if any(r.get(k) for r in ran)]
     head = ["claim", *({"ours": "ours", "paper_value": "paper"}[k] for k in has), "verdict"]
@@ -96,8 +100,10 @@ def result_markdown(rows: list[dict]) -> str:
     counted = word_counts(words, mark="*", none="")
     said = (f" Of {len(ran)} claim{'s' if len(ran) != 1 else ''} checked: {counted}." if counted else "")
     out = [f"**Result** ({'; '.join(data) or 'see below'}; computed from this notebook's runs).{said}", ""]
-    out += lines if ran else ["No claim has a run behind it yet."]
     notes = list(dict.fromkeys(r["note"] for r in ran if r.get("note")))
+    terms = screen.glossary("\n".join([*lines, *notes, caveat])) if ran else ""
+    out += [x for line in (terms, caveat, rerun) if line for x in (line, "")]  # on the first screen, however long
+    out += lines if ran else ["No claim has a run behind it yet."]
     out += ["", *(f"- {n}" for n in notes)] if notes else []
     if len(ran) < len(rows):
         out += ["", f"{len(rows) - len(ran)} more claim(s) without any run yet (see the tables below)."]

@@ -6,7 +6,10 @@
 * ``side_by_side``: our grid next to the paper's, as one HTML block;
 * ``verdict``: per column, is the best or second-best accuracy in a yellow cell (the paper's claim, Sec. 5.1);
 * ``best_styler``: any table of scores with the best of each column bold and marked;
-* ``readable``: any table of measurements with integers as integers and floats to a few significant digits;
+* ``readable``: any table of measurements for people: headers in words with units (``header``, :data:`HEADERS`),
+  no index column, integers as integers and floats to a few significant digits, never with an exponent
+  (``number``: 1.2·10⁻⁶), at most :data:`SHOWN_ROWS` rows on the page with the whole table saved as CSV and
+  linked;
 * ``export``: HTML and LaTeX files;
 * ``table_report``: all of it for every sub-table of a swept paper table (columns without any run yet in one
   line, not as grids of "missing"), ``verdict_view`` its verdicts as a reader scans them;
@@ -110,6 +113,12 @@ def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", prec
     ``missing``: ``{(row key, column): runs missing}`` (default: ``grid.attrs["missing"]`` from ``pivot_cells``);
     such a cell reads "missing" (grey) when it has no value, else "<mean> (k missing)". ``sd``: a grid like
     ``grid`` of standard deviations over seeds; a cell with one reads "<mean> ± <sd>" (ranks use the means)."""
+    attrs = grid.attrs
+    grid = grid.rename_axis(index=[header(n) for n in grid.index.names], columns=header(grid.columns.name))
+    grid.attrs = attrs
+    if sd is not None:
+        sd = sd.rename_axis(index=grid.index.names, columns=grid.columns.name)
+    yellow = yellow.rename_axis(index=grid.index.names, columns=grid.columns.name)
     ranks = grid.apply(_rank_in_column)
     missing = _missing_of(grid, missing)
     ymask = yellow.reindex_like(grid).fillna(False).astype(bool)
@@ -148,7 +157,7 @@ def style_grid(grid: pd.DataFrame, yellow: pd.DataFrame, caption: str = "", prec
         sty = sty.format(lambda _, t=text: t, subset=pd.IndexSlice[[key], [c]])
     # η, λ, N and B as the paper prints them (0.0001, 80, 12500), not as floats with six decimals
     for axis in (0, 1):
-        sty = sty.format_index(lambda v: f"{v:g}" if isinstance(v, float) else str(v), axis=axis)
+        sty = sty.format_index(lambda v: number(v, 6) if isinstance(v, float) else str(v), axis=axis)
     if caption:
         sty = sty.set_caption(caption)
     return sty
@@ -168,11 +177,65 @@ def best_styler(frame: pd.DataFrame, precision: int = 2, caption: str = ""):
     return sty.set_caption(caption) if caption else sty
 
 
-def readable(frame: pd.DataFrame, caption: str = "", digits: int = 4):
-    """A table of measurements as a person reads it: float columns holding whole numbers (counts, epochs, N) as
-    integers, other floats to ``digits`` significant digits (``1.5e-07`` and ``0.2938`` alike, never six fixed
-    decimals), NaN blank. Returns a Styler (``caption`` above it)."""
-    out = frame.copy()
+#: column names of the package's tables -> the header a reader sees (units where there are any); any other
+#: snake_case name reads with spaces (:func:`header`)
+HEADERS = {
+    "n": "N (images)", "n_train": "N (images)", "batch_size": "B", "lr": "η", "weight_decay": "λ",
+    "tuning_factor": "tuning factor", "test_acc": "test acc. (%)", "train_acc": "train acc. (%)", "std": "sd",
+    "angular_update": "Δθ per epoch (rad)", "predicted": "arccos(1 − TF) (rad)", "lr_at_epoch": "LR at that epoch",
+    "paper_n": "paper N", "paper_batch_size": "paper B", "paper_lr": "paper η", "paper_weight_decay": "paper λ",
+    "paper_accuracy": "paper acc. (%)", "paper_value": "paper", "missing_runs": "runs missing",
+    "cos_w_grad": "cos(w, ∇L)", "grad_ratio": "‖∇L(cw)‖ / ‖∇L(w)‖", "grad_norm": "‖∇L‖", "grad_error": "error",
+    "loss_change": "loss change", "nearest_prediction": "nearest the prediction", "weight_norm": "‖w‖",
+    "effective_lr": "η/‖w‖²", "relaxation_epochs": "relaxation time (epochs)", "first_decay": "first LR decay (epoch)",
+    "steps_4b": "steps per epoch at 4B", "rule_weight_decay": "rule's λ", "control_tuning_factor": "control's TF",
+    "yellow": "yellow", "seed": "seed", "seeds": "seeds", "epoch": "epoch", "ratio": "ratio",
+}
+#: rows of a table shown on the page; a longer one shows its first rows and links the whole table (CSV)
+SHOWN_ROWS = 10
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def header(name) -> str:
+    """The header a reader sees for column ``name``: :data:`HEADERS`, else the name with spaces for underscores."""
+    return HEADERS.get(name, str(name).replace("_", " ")) if isinstance(name, str) else str(name)
+
+
+def number(v, digits: int = 4) -> str:
+    """``v`` for a reader: ``digits`` significant digits, never an exponent -- a value below 1e-4 in magnitude as
+    "1.2·10⁻⁶", one of ``10**digits`` or more as a whole number with thousands separators; NaN blank."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool):
+        return str(v)
+    v = float(v)
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g}"
+    if abs(v) >= 10 ** digits:
+        return f"{v:,.0f}"
+    if abs(v) < 1e-4:
+        mantissa, exp = f"{v:.{max(digits - 2, 1)}e}".split("e")
+        mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}·10{str(int(exp)).translate(_SUPERSCRIPT)}"
+    return f"{v:.{digits}g}"
+
+
+def readable(frame: pd.DataFrame, caption: str = "", digits: int = 4, csv: str | Path | None = None,
+             link: str | None = None, rows: int = SHOWN_ROWS):
+    """A table of measurements as a person reads it: headers in words (:func:`header`), no index column, float
+    columns holding whole numbers (counts, epochs, N) as integers, other floats to ``digits`` significant digits
+    and never with an exponent (:func:`number`), NaN blank. With ``csv``, the whole table is written there and a
+    table longer than ``rows`` shows its first ``rows`` rows, its caption linking the file (``link``: the path a
+    reader of the notebook follows, default the file's name). Returns a Styler (``caption`` above it)."""
+    out = frame.reset_index(drop=True).copy()
+    if csv is not None:
+        Path(csv).parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(csv, index=False)
+        if len(out) > rows:
+            href = link or Path(csv).name
+            more = f'first {rows} of {len(out)} rows; all of them: <a href="{href}">{Path(csv).name}</a>'
+            caption = f"{caption} ({more})" if caption else more
+            out = out.head(rows)
     fmt = {}
     for c in out.columns:
         col = out[c]
@@ -181,8 +244,10 @@ def readable(frame: pd.DataFrame, caption: str = "", digits: int = 4):
             if len(whole) and (whole == whole.round()).all() and whole.abs().max() < 2 ** 53:
                 out[c] = col.astype("Int64")
             else:
-                fmt[c] = lambda v, d=digits: "" if pd.isna(v) else f"{v:.{d}g}"
-    sty = out.style.format(fmt, na_rep="")
+                fmt[c] = lambda v, d=digits: number(v, d)
+    renamed = {c: header(c) for c in out.columns}
+    out = out.rename(columns=renamed)
+    sty = out.style.format({renamed[c]: f for c, f in fmt.items()}, na_rep="").hide(axis="index")
     return sty.set_caption(caption) if caption else sty
 
 

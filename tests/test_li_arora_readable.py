@@ -37,10 +37,13 @@ def test_judged_contrasts_pair_by_seed_and_carry_ours_and_the_papers_reading():
                           "TEXP--": [v + 3.0 + 0.2 * k for k, v in enumerate(step)]})
     j = R.judged_contrasts(per_seed, [("Fig. 2", "TEXP", "step decay + WD", "≈"), ("Fig. 3", "TEXP--", "TEXP", "<")])
     assert list(j.word) == ["holds", "no"]  # +0.10 within ±1 at every seed; TEXP−− above TEXP at every seed
-    assert j.verdict.iloc[0].startswith("holds: Δ +0.10 [+0.10, +0.10] points (paired t, 5 seeds; margin ±1)")
-    assert j.ours.iloc[1] == f"TEXP-- {np.mean(step) + 3.4:.2f}, TEXP {np.mean(step) + 0.1:.2f}"
+    m = R.EQUIVALENCE_MARGIN
+    assert j.verdict.iloc[0].startswith(f"holds: Δ +0.10 [+0.10, +0.10] points (paired t, 5 seeds, 90 % interval; "
+                                        f"margin ±{m:g}, TOST)")
+    assert j.ours.iloc[1] == f"TEXP-- {np.mean(step) + 3.4:.2f}, TEXP {np.mean(step) + 0.1:.2f} (5 paired seeds)"
     assert "Fig. 3" in j.paper_value.iloc[1] and "TEXP achieves better test accuracy" in j.paper_value.iloc[1]
-    assert j.interval.iloc[0]["margin"] == 1.0 and j.interval.iloc[1]["ci"][0] > 0
+    assert j.interval.iloc[0]["margin"] == m and j.interval.iloc[1]["ci"][0] > 0
+    assert j.interval.iloc[0]["level"] == 0.90 and j.interval.iloc[1]["level"] == 0.95
     assert R.word_counts(j.word) == "holds 1, no 1"
 
 
@@ -49,7 +52,8 @@ def test_an_equivalence_inside_a_wide_interval_is_undecided_not_holds():
     read it as *holds*."""
     per_seed = _per_seed({"step decay + WD": [27.5, 24.1, 31.0], "TEXP": [30.2, 22.9, 30.1]})
     (r,) = R.judged_contrasts(per_seed, [("Fig. 2", "TEXP", "step decay + WD", "≈")]).itertuples()
-    assert r.word == "undecided" and r.reason.startswith("too noisy to show equivalence") and r.resolution > 5
+    assert r.word == "undecided" and r.reason.startswith("the 90 % interval reaches past the margin")
+    assert r.resolution > 3 and r.to_decide.startswith("about 6 seeds (3 more)")
     one = R.judged_contrasts(per_seed.iloc[:1], [("Fig. 2", "TEXP", "step decay + WD", "≈")])
     assert one.reason.iloc[0] == "1 seed on real images, 3 needed"
     toy = R.judged_contrasts(per_seed.iloc[:2], [("Fig. 2", "TEXP", "step decay + WD", ">")], real_data=False)

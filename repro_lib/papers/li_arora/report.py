@@ -18,23 +18,36 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ...results import figures, findings
+from ...results import figures, findings, rules
 from . import exp_lr as E
 
 # ------------------------------------------------------------------------------------------------------------
 # Verdicts on "a ≈ b", "a < b", "a > b": seed-paired intervals of the final test accuracies
 # ------------------------------------------------------------------------------------------------------------
-#: the equivalence margin of the "≈" claims, in points of final test accuracy, fixed before the runs: the paper
-#: gives its figures as curves without accuracies, so no seed spread of its own can serve; one point is the size of
-#: a gain a reader of a CIFAR-10 accuracy table calls real, so "about the same" may not be wider than that
-EQUIVALENCE_MARGIN = 1.0
+#: the rule of each kind of claim (``results.rules.RULES``): "≈" by TOST (the 90 % interval inside the margin
+#: calibrated on the twin runs, :func:`twin_calibration`), ">" / "<" by the 95 % interval; each gated on ‖w‖²/η̃
+#: having settled in the first phase (:func:`phase1_settling`), whichever way the interval points
+RULE_KEYS = {"≈": "li_arora ≈", ">": "li_arora >", "<": "li_arora <"}
+#: the equivalence margin of the "≈" claims (points of final test accuracy): the rule's
+EQUIVALENCE_MARGIN = rules.rule("li_arora ≈").margin
+#: the rule it replaced: the 95 % interval inside ±1 point, a gate that guarded only a result against the claim
+PREVIOUS_MARGIN, PREVIOUS_LEVEL = 1.0, 0.95
+#: the twin runs: (exact exponential construction, its weight-decay run), one schedule each in exact arithmetic
+#: (Thms 2.9, 2.12), so their per-seed differences are float rounding amplified by training
+TWINS = (("TEXP", "step decay + WD"), ("exp-cosine", "cosine + WD"))
 #: the comparisons the notebook judges: (paper item, run a, run b, relation), each a claim of the paper on the final
-#: test accuracy of two runs of ``exp_lr.PRERESNET_RUNS``
-CLAIMS = (("Fig. 2", "TEXP", "step decay + WD", "≈"), ("Fig. 3", "TEXP--", "TEXP", "<"),
+#: test accuracy of two runs of ``exp_lr.PRERESNET_RUNS``. Fig. 2 is read as the schedule the paper plots, TEXP
+#: without the one-time momentum correction (Sec. 2.3: "ignoring the correction term does not change performance
+#: much"; Sec. 4: "the experiments explore the effect of this correction term"): the exact TEXP is step decay in
+#: exact arithmetic, and its comparison (a twin, :data:`TWINS`) checks float rounding, not the paper
+CLAIMS = (("Fig. 2", "TEXP (no correction)", "step decay + WD", "≈"), ("Fig. 3", "TEXP--", "TEXP", "<"),
           ("Fig. 4", "exp (fixed exponent) + ÷10", "exp (fixed exponent)", "≈"),
           ("Fig. 5", "cosine + WD", "step decay + WD", ">"), ("Fig. 5", "exp-cosine", "step decay + WD", ">"),
           ("Sec. 2.3", "TEXP (no correction)", "TEXP", "≈"),
           ("Sec. 2.3", "exp-cosine (no correction)", "exp-cosine", "≈"))
+#: what would reach the regime the claims speak of, where the gate is closed
+GATE_FIX = ("a first phase long enough for ‖w‖²/η̃ to settle (more epochs before the first decay: the weights start "
+            "far above their equilibrium norm), as the gpu and paper profiles' 80 epochs")
 
 
 def final_per_seed(results: pd.DataFrame, value: str = "test_acc") -> pd.DataFrame:
@@ -44,16 +57,41 @@ def final_per_seed(results: pd.DataFrame, value: str = "test_acc") -> pd.DataFra
     return ok.pivot_table(index="seed", columns="label", values=value, aggfunc="mean")
 
 
-#: ‖w‖²/η̃ counts as settled before the first decay when it moves by at most this factor over the second half of
-#: the first phase (Fig. 1: constant)
-SETTLED_FACTOR = 1.2
+def minutes_per_seed(results: pd.DataFrame) -> dict:
+    """Training minutes of one seed of each run label (the mean of its finished runs' recorded seconds / 60): what
+    one more seed of a comparison costs is the sum over its two runs."""
+    ok = results[(results["status"] == "finished")] if "status" in results else results.iloc[:0]
+    if "seconds" not in ok or not len(ok):
+        return {}
+    return (ok.groupby("label")["seconds"].mean() / 60).to_dict()
+
+
+def twin_calibration(per_seed: pd.DataFrame, twins=TWINS) -> dict:
+    """The spread of the twin runs (:data:`TWINS`), one schedule each in exact arithmetic: per twin pair its seed
+    pairs ``n``, mean and sd of the per-seed differences, and ``rms`` (their root mean square, the spread about the
+    true difference 0); ``pooled_rms`` over every seed pair of every twin and ``margin`` (it to one decimal): the
+    calibration of the "≈" margin (``rules.RULES["li_arora ≈"]``). ``pairs``: the rows as a DataFrame."""
+    rows, squares = [], []
+    for a, b in twins:
+        if a not in per_seed or b not in per_seed:
+            continue
+        d = (per_seed[a] - per_seed[b]).dropna()
+        if not len(d):
+            continue
+        squares += list(d.to_numpy() ** 2)
+        rows.append(dict(twin=f"{a} − {b}", n=len(d), mean=float(d.mean()),
+                         sd=float(d.std(ddof=1)) if len(d) > 1 else math.nan,
+                         rms=float(np.sqrt(np.mean(d.to_numpy() ** 2)))))
+    pooled = float(np.sqrt(np.mean(squares))) if squares else math.nan
+    return dict(pairs=pd.DataFrame(rows, columns=["twin", "n", "mean", "sd", "rms"]), pooled_rms=pooled,
+                n=len(squares), margin=round(pooled, 1) if math.isfinite(pooled) else math.nan)
 
 
 def phase1_settling(hist: pd.DataFrame, num_epochs: int, label: str = "TEXP") -> dict:
     """How far ‖w‖²/η̃ of run ``label`` (mean over seeds; the Fig. 1 tensor) is from constant over the first phase:
     ``total`` (its factor over the phase), ``second_half`` (over the phase's second half) and ``settled``
-    (``second_half`` within :data:`SETTLED_FACTOR`; None without the run). The regime the claims speak of: a result
-    against a claim counts as *no* only where the weights had settled."""
+    (``second_half`` within :data:`SETTLED_FACTOR`; None without the run). The regime the claims speak of: the gate
+    of every rule of :data:`RULE_KEYS` (a claim is decided either way only where the weights had settled)."""
     ph = phases(num_epochs)
     texp = hist[hist.label == label].sort_values("epoch") if "label" in hist else hist.iloc[:0]
     if len(texp) < ph[0] or ph[0] < 2 or "norm2_over_lr" not in texp:
@@ -64,44 +102,93 @@ def phase1_settling(hist: pd.DataFrame, num_epochs: int, label: str = "TEXP") ->
     return {"total": total, "second_half": second, "settled": abs(math.log(second)) <= math.log(SETTLED_FACTOR)}
 
 
+#: ‖w‖²/η̃ counts as settled before the first decay when it moves by at most this factor over the second half of
+#: the first phase (Fig. 1: constant)
+SETTLED_FACTOR = 1.2
+
+
+def previous_word(d95: "findings.Difference", relation: str, settled: bool | None,
+                  margin: float = PREVIOUS_MARGIN) -> str:
+    """The verdict under the rule the Li & Arora claims had before (``rules.RULES[...].previous``): the 95 %
+    interval, "≈" inside ±``margin``, and a gate that turned only a result against the claim into *undecided*."""
+    if not (math.isfinite(d95.diff) and d95.has_interval) or d95.n < findings.MIN_SEEDS:
+        return "undecided"
+    lo, hi = d95.lo, d95.hi
+    if relation == "≈":
+        held, against = -margin <= lo and hi <= margin, lo > margin or hi < -margin
+    else:
+        s = 1 if relation == ">" else -1
+        lo, hi = sorted((s * lo, s * hi))
+        held, against = lo > 0, hi < 0
+    return "holds" if held else "no" if against and settled is not False else "undecided"
+
+
 def judged_contrasts(per_seed: pd.DataFrame, specs=CLAIMS, real_data: bool = True,
-                     margin: float = EQUIVALENCE_MARGIN, settled: bool | None = None) -> pd.DataFrame:
-    """One row per comparison of ``specs`` whose runs both exist in ``per_seed`` (:func:`final_per_seed`): name, a,
-    b, relation, value_a / value_b (means over their finished seeds), ``diff`` (a − b, paired by seed: the same
-    seed is the same initialisation and data order) with its 95 % interval ``lo``, ``hi`` and ``resolution``
-    (``findings.difference``), ``seeds`` (the pairs), ``margin`` (for "≈"), ``word`` and ``reason``
-    (``findings.judge_difference``; ``settled`` False, from :func:`phase1_settling`, leaves a result against a
-    claim *undecided*), ``verdict`` (the published words), ``ours``, ``paper_value`` (the paper's reading,
-    ``exp_lr.PAPER_READING``) and ``interval`` (the claims.json fields, ``findings.interval_fields``)."""
+                     margin: float | None = None, settled: bool | None = None,
+                     minutes: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """One row per comparison of ``specs`` whose runs both exist in ``per_seed`` (:func:`final_per_seed`), judged by
+    its rule (:data:`RULE_KEYS`, ``results.rules``): name, a, b, relation, value_a / value_b (means over the seeds
+    the difference pairs, so that value_a − value_b = diff), ``diff`` (a − b, paired by seed: the same seed is the
+    same initialisation and data order) with the interval the rule reads (``level``: 0.90 for "≈", TOST; 0.95
+    otherwise) ``lo``, ``hi`` and ``resolution``, ``seeds`` (the pairs), ``margin`` (for "≈": ``margin`` or the
+    rule's), ``word`` and ``reason`` (``findings.judge_difference``; ``settled`` False, from
+    :func:`phase1_settling`, leaves a result either way *undecided*), ``previous_word`` (the verdict under the rule
+    it replaced, :func:`previous_word`), ``verdict`` (the published words), ``ours``, ``paper_value`` (the paper's
+    reading, ``exp_lr.PAPER_READING``), ``to_decide`` (what would decide an *undecided* claim: the regime, the
+    seeds and cpu minutes at ``minutes`` per seed of each run, :func:`minutes_per_seed`) and ``interval`` (the
+    claims.json fields, ``findings.interval_fields``: ``rule``, ``ci``, ``gate_ok``, ``to_decide``)."""
     rows = []
     for name, a, b, rel in specs:
         if a not in per_seed or b not in per_seed:
             continue
-        d = findings.difference(per_seed[a], per_seed[b], paired=True)
-        m = margin if rel == "≈" else None
+        rule = rules.rule(RULE_KEYS[rel])
+        m = (margin if margin is not None else rule.margin) if rel == "≈" else None
+        if m is not None and m != rule.margin:
+            rule = rule.with_margin(m)
+        both = per_seed[[a, b]].dropna()  # the seeds the difference pairs: the means shown are over these
+        d = findings.difference(both[a], both[b], paired=True, level=rule.level)
+        d95 = findings.difference(both[a], both[b], paired=True, level=PREVIOUS_LEVEL)
         word, reason = findings.judge_difference(d, rel, margin=m, real_data=real_data, settled=settled,
-                                                 unsettled="before ‖w‖²/η̃ settled")
-        detail = (f"Δ {d.text()} points ({d.how()}" + (f"; margin ±{m:g}" if m else "") + ")")
-        va, vb = float(per_seed[a].mean()), float(per_seed[b].mean())
+                                                 unsettled="before ‖w‖²/η̃ settled", rule=rule)
+        to_decide = _to_decide(d, rel, m, word, reason, settled, a, b, minutes) if real_data else ""
+        detail = (f"Δ {d.text()} points ({d.how()}, {100 * d.level:.0f} % interval"
+                  + (f"; margin ±{m:g}, TOST" if m else "") + ")")
+        va, vb = (float(both[a].mean()), float(both[b].mean())) if len(both) else (math.nan, math.nan)
         rows.append(dict(name=name, a=a, b=b, relation=rel, value_a=va, value_b=vb, diff=d.diff, lo=d.lo, hi=d.hi,
-                         resolution=d.resolution, seeds=d.n, margin=m if m else math.nan, word=word, reason=reason,
+                         resolution=d.resolution, level=d.level, seeds=d.n, margin=m if m else math.nan, word=word,
+                         reason=reason, previous_word=previous_word(d95, rel, settled),
                          verdict=findings.verdict_words(word, reason, detail),
-                         ours=f"{a} {findings.num(va)}, {b} {findings.num(vb)}",
-                         paper_value=E.PAPER_READING.get((a, b), ""),
-                         interval=findings.interval_fields(d, margin=m)))
-    cols = ["name", "a", "b", "relation", "value_a", "value_b", "diff", "lo", "hi", "resolution", "seeds", "margin",
-            "word", "reason", "verdict", "ours", "paper_value", "interval"]
+                         ours=f"{a} {findings.num(va)}, {b} {findings.num(vb)} ({d.n} paired seeds)",
+                         paper_value=E.PAPER_READING.get((a, b), ""), to_decide=to_decide,
+                         interval=findings.interval_fields(d, margin=m, rule=rule, gate_ok=settled,
+                                                           to_decide=to_decide)))
+    cols = ["name", "a", "b", "relation", "value_a", "value_b", "diff", "lo", "hi", "resolution", "level", "seeds",
+            "margin", "word", "reason", "previous_word", "verdict", "ours", "paper_value", "to_decide", "interval"]
     return pd.DataFrame(rows, columns=cols)
 
 
+def _to_decide(d, rel, m, word, reason, settled, a, b, minutes) -> str:
+    """What would decide an *undecided* claim: the regime where the gate is closed, and the seeds (and cpu minutes)
+    where the interval is too wide (``findings.decide_text``)."""
+    if word != "undecided" or not math.isfinite(d.diff):
+        return ""
+    per = (minutes.get(a, math.nan) + minutes.get(b, math.nan)) if minutes else None
+    gated = reason.startswith(("the claimed way,", "against the claim,"))
+    seeds = "" if gated else findings.decide_text(d, rel, margin=m, minutes_per_seed=per)
+    if settled is False:
+        return findings.decide_text(d, rel, gated=True, gate_fix=GATE_FIX) + (f"; then {seeds}" if seeds else "")
+    return seeds
+
+
 def contrast_view(con: pd.DataFrame):
-    """:func:`judged_contrasts` for people: one row per claim (paper item, the comparison, both means, the
-    seed-paired difference with its 95 % interval, the resolution, the "≈" margin, the verdict word), as a Styler."""
+    """:func:`judged_contrasts` for people: one row per claim (paper item, the comparison, both means over the
+    paired seeds, the seed-paired difference with the interval its rule reads, the "≈" margin, the verdict word and
+    the word under the rule it replaced), as a Styler."""
     rows = [{"paper": r.name, "claim": f"{r.a} {r.relation} {r.b}", "a (%)": findings.num(r.value_a),
-             "b (%)": findings.num(r.value_b), "a − b [95 % interval]": findings.Difference(
-                 r.diff, r.lo, r.hi, r.seeds, True, "paired t").text(),
-             "resolution": f"±{r.resolution:.2f}" if math.isfinite(r.resolution) else "—",
-             "margin": f"±{r.margin:g}" if math.isfinite(r.margin) else "", "seeds": r.seeds, "verdict": r.word}
+             "b (%)": findings.num(r.value_b), "a − b [interval]": findings.Difference(
+                 r.diff, r.lo, r.hi, r.seeds, True, "paired t").text() + f" ({100 * r.level:.0f} %)",
+             "margin": f"±{r.margin:g}" if math.isfinite(r.margin) else "", "seeds": r.seeds,
+             "verdict (old rule)": f"{r.word} ({r.previous_word})"}
             for r in con.itertuples()]
     return pd.DataFrame(rows).style.hide(axis="index")
 
@@ -297,11 +384,12 @@ def _count_span(counts: pd.Series, noun: str) -> str:
 
 
 def preresnet_found(cfg, paper_cfg, hist: pd.DataFrame, judged: pd.DataFrame, exact_vs_schedule: pd.DataFrame,
-                    data_label: str) -> str:
+                    data_label: str, calibration: Mapping | None = None) -> str:
     """What the PreResNet32 runs show, in a few sentences computed from them: the size of the runs against the
     paper profile's, the accuracy the step-decay run reaches (mean over seeds) and how far ‖w‖²/η̃ of TEXP is from
-    constant in the first phase, the verdicts with their seed-paired intervals and resolutions, TEXP−− against the
-    length of the third phase, and what dropping the momentum correction changes."""
+    constant in the first phase, the verdicts with their seed-paired intervals and resolutions and the rule of each
+    (``calibration``: :func:`twin_calibration`, the "≈" margin's source), the verdicts under the rule they had before,
+    TEXP−− against the length of the third phase, and what dropping the momentum correction changes."""
     ph, ph_paper = phases(cfg.num_epochs), phases(paper_cfg.num_epochs)
     per_run = hist.groupby("label")["seed"].nunique() if len(hist) else pd.Series(dtype=int)
     out = [f"These runs train PreResNet-32 at width {cfg.width} on {cfg.n:,} training images ({data_label}) for "
@@ -324,20 +412,33 @@ def preresnet_found(cfg, paper_cfg, hist: pd.DataFrame, judged: pd.DataFrame, ex
                   + (", so it has settled before the first decay, as Fig. 1's constant ‖w‖²/η̃" if st["settled"] else
                      ", so it is still moving when the first decay comes, unlike Fig. 1's constant ‖w‖²/η̃ (the "
                      "weights start far above their equilibrium norm, and this first phase is too short to close the "
-                     "gap), and a result against a claim stays *undecided*"))
+                     "gap), and every claim stays *undecided*, whichever way its interval points"))
         out.append(s + ".")
     if len(judged):
         res = judged["resolution"].dropna()
-        s = (f"Of the {len(judged)} comparisons, {word_counts(judged['word'], mark='*')}: each is judged by the 95 % "
-             f"interval of the seed-paired difference of final test accuracies")
+        s = (f"Of the {len(judged)} comparisons, {word_counts(judged['word'], mark='*')}: each is judged on the "
+             f"seed-paired difference of final test accuracies, \"<\" / \">\" by its 95 % interval")
         if len(res):
-            s += (f", which resolves ±{res.min():.2f} to ±{res.max():.2f} points at "
-                  f"{_count_span(judged['seeds'], 'seed pair')}")
+            s += (f" (the intervals resolve ±{res.min():.2f} to ±{res.max():.2f} points at "
+                  f"{_count_span(judged['seeds'], 'seed pair')})")
         eq = judged[judged["relation"] == "≈"]
         if len(eq):
-            s += (f"; an \"≈\" claim holds only when its whole interval lies within ±{eq['margin'].iloc[0]:g} point"
-                  f"{'s' if eq['margin'].iloc[0] != 1 else ''}")
+            m = eq["margin"].iloc[0]
+            s += (f", and an \"≈\" claim by the two one-sided tests: it holds only when its 90 % interval lies within "
+                  f"±{m:g} point{'s' if m != 1 else ''}")
+            if calibration and math.isfinite(calibration.get("pooled_rms", math.nan)):
+                s += (f", the spread of the twin runs (exact TEXP and exp-cosine against their weight-decay runs, one "
+                      f"schedule each in exact arithmetic: root mean square of {calibration['n']} per-seed differences "
+                      f"{calibration['pooled_rms']:.2f} points), a margin set after these records existed")
         out.append(s + ".")
+        if "previous_word" in judged:
+            changed = judged[judged["previous_word"] != judged["word"]]
+            out.append(f"Under the rule these claims had before (the 95 % interval inside ±{PREVIOUS_MARGIN:g} point "
+                       f"for \"≈\", a gate that held back only a result against the claim): "
+                       f"{word_counts(judged['previous_word'], mark='*')}"
+                       + (f"; changed: " + "; ".join(f"{r.name} {r.a} {r.relation} {r.b} *{r.previous_word}* → "
+                                                     f"*{r.word}*" for r in changed.itertuples())
+                          if len(changed) else "; no verdict changed") + ".")
     fig3 = judged[(judged["a"] == "TEXP--") & (judged["b"] == "TEXP")] if len(judged) else judged
     if len(fig3) and len(ph) >= 3:
         r = fig3.iloc[0]

@@ -36,7 +36,7 @@ RESULT_ID = "repro-lib-result"
 RESULT_PENDING = "*The result appears here when the notebook has run to its end (its last cell records the claims).*"
 
 #: columns of the full results table (``reports/README.md``), in the notebooks' order: ours before the paper's
-COLUMNS = ("paper", "item", "claim", "ours", "paper's value", "verdict", "notebook")
+COLUMNS = ("paper", "item", "claim", "ours", "paper's value", "verdict", "rule", "notebook")
 #: columns of the README's scannable table (:func:`summary`): one row per claim group, the verdict as a word
 SHORT_COLUMNS = ("paper", "what", "claim", "ours", "paper's", "verdict", "notebook")
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -105,9 +105,29 @@ def result_markdown(rows: list[dict], caveat: str = "", rerun: str = "") -> str:
     out += [x for line in (terms, caveat, rerun) if line for x in (line, "")]  # on the first screen, however long
     out += lines if ran else ["No claim has a run behind it yet."]
     out += ["", *(f"- {n}" for n in notes)] if notes else []
+    out += decisions_markdown(ran)
     if len(ran) < len(rows):
         out += ["", f"{len(rows) - len(ran)} more claim(s) without any run yet (see the tables below)."]
     return "\n".join(out)
+
+
+def decisions_markdown(rows: list[dict]) -> list[str]:
+    """Under the result: what would decide each *undecided* claim (its ``to_decide``), and each claim whose rule was
+    set after its records existed (``rule.declared`` "after") with the verdict under the rule it replaced
+    (``previous_word``, where the claim carries it)."""
+    out = []
+    decide = [f"- *{r['item']}*: {r['to_decide']}" for r in rows if r.get("word") == "undecided" and r.get("to_decide")]
+    if decide:
+        out += ["", "**What would decide the undecided claims:**", *decide]
+    changed = [r for r in rows if (r.get("rule") or {}).get("declared") == "after" and r.get("previous_word")]
+    if changed:
+        moved = [r for r in changed if r["previous_word"] != r.get("word")]
+        out += ["", f"*Rules set after the records existed* (`repro_lib.results.rules`): {len(changed)} claim"
+                    f"{'s' if len(changed) != 1 else ''} here; "
+                + (f"under the rules they replaced, {len(moved)} read differently: "
+                   + "; ".join(f"{r['item']}: *{r['previous_word']}* then, *{r.get('word')}* now" for r in moved)
+                   if moved else "each reads the same under the rule it replaced") + "."]
+    return out
 
 
 def verdict_word(verdict: str) -> str:
@@ -139,7 +159,7 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
         if not claims:
             rows.append({"paper": "", "item": nb.stem, "claim": "", "profile": profile, "data": "", "seeds": "",
                          "verdict": "", "peak tuning factor": "", "train min": "", "paper's value": "", "ours": "",
-                         "notebook": link})
+                         "rule": "", "notebook": link})
         # consecutive claims that no run has reached yet (key: their claim) fold into one row; the rest (key None)
         # get a row each
         for key, group in itertools.groupby(claims, key=lambda c: c["claim"] if not_run(c) else None):
@@ -154,8 +174,25 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
                              "verdict": c["verdict"], "peak tuning factor": c.get("peak_tf", ""),
                              "train min": "" if minutes is None or not math.isfinite(minutes) else f"{minutes:.0f}",
                              "paper's value": c.get("paper_value", ""), "ours": c.get("ours", ""),
-                             "notebook": link})
+                             "rule": rule_words(c), "notebook": link})
+                if c.get("word") == "undecided" and c.get("to_decide"):
+                    rows[-1]["verdict"] += f" — would be decided by: {c['to_decide']}"
     return rows
+
+
+def rule_words(claim: dict) -> str:
+    """A claim's rule in a few words: "≳ −1 · 95 % · paired t … · gate: … · set after the records" ("" without
+    one)."""
+    r = claim.get("rule") or {}
+    if not r:
+        return ""
+    m = r.get("margin")
+    rel = r["relation"]
+    margin = ("" if m is None else f" ±{m:g}" if rel == "≈" else f" −{m:g}" if rel == "≳" else
+              f" ×{m:g}" if rel == "band" else f" {m:g}" if rel == "≤" else "")
+    gate = f"; gate: {r['gate']}" if r.get("gate") and r["gate"] != "none" else ""
+    return (f"{rel}{margin}, {100 * r['level']:.0f} % interval ({r['test'].split(':')[0].split(' (')[0]}){gate}; "
+            f"set {r.get('declared', 'before')} the records")
 
 
 def not_run(claim: dict) -> bool:
@@ -173,7 +210,7 @@ def _not_run_row(claims: list[dict], profile: str, link: str) -> dict:
     item = c["item"] if len(claims) == 1 else f"{c['item']} … {claims[-1]['item']} ({len(claims)} columns)"
     return {"paper": c["paper"], "item": item, "claim": c["claim"], "profile": profile, "data": c["data"],
             "seeds": "0", "verdict": "not run yet" + (f" ({sum(missing)} runs)" if missing else ""),
-            "peak tuning factor": "", "train min": "", "paper's value": "", "ours": "", "notebook": link}
+            "peak tuning factor": "", "train min": "", "paper's value": "", "ours": "", "rule": "", "notebook": link}
 
 
 def full_table(reports: str | os.PathLike = "reports") -> str:
@@ -241,6 +278,9 @@ def _short_ours(c: dict) -> str:
     est, res, ci = c.get("estimate"), c.get("resolution"), c.get("ci") or []
     if not _finite(est):
         return ""
+    if c.get("scale") == "ratio":
+        span = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if len(ci) == 2 and all(map(_finite, ci)) else ""
+        return f"×{est:.2f}{span}"
     if c.get("scale") == "log":
         span = f" [{math.exp(ci[0]):.2f}, {math.exp(ci[1]):.2f}]" if len(ci) == 2 and all(map(_finite, ci)) else ""
         return f"×{math.exp(est):.2f}{span}"

@@ -4,7 +4,13 @@ from pathlib import Path
 import pytest
 import torch
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# Under pytest-xdist (`make test`: -n auto) the cores are shared by the workers: each takes its share of threads, and
+# so do the processes it starts (notebook kernels, sweeps), instead of every worker oversubscribing every core.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+THREADS = max(1, min(2, (os.cpu_count() or 1) // WORKERS))
+if WORKERS > 1:
+    os.environ["OMP_NUM_THREADS"] = str(THREADS)
+torch.set_num_threads(THREADS)
 
 ROOT = Path(__file__).resolve().parents[1]
 # Real images for integration tests: the CIFAR-10 JPEG mirror next to the checkout (../shared/data), if present.
@@ -52,3 +58,14 @@ def killed_at_epoch(monkeypatch):
             monkeypatch.setattr(Store, "log_epoch", real)
 
     return killed
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``--dist loadgroup``): the tests of a module that share a module-scoped fixture of that
+    module (one training for all of them) run on one worker, so the fixture runs once instead of once per worker."""
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        shared = defs and any(d.scope in ("module", "package", "session") and d.func.__module__ == item.module.__name__
+                              for ds in defs.name2fixturedefs.values() for d in ds)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

@@ -29,6 +29,16 @@ from repro_lib.store import Store
 from repro_lib.runs.sweep import run_sweep
 cfgs = [RunConfig(width=4, synthetic=True, n=256, n_test=100, batch_size=64, lr=lr, num_epochs=8, device="cpu",
                   profile="smoke") for lr in (0.5, 1.0, 2.0)]
+if len(sys.argv) > 2:  # killed (SIGKILL, nothing runs after it) once run <argv[2]> has stored epoch <argv[3]>
+    import os, signal
+    log_epoch = Store.log_epoch
+
+    def log_then_die(self, cfg, rec):
+        log_epoch(self, cfg, rec)
+        if cfg.hash == cfgs[int(sys.argv[2])].hash and rec["epoch"] == int(sys.argv[3]):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    Store.log_epoch = log_then_die
 run_sweep(pd.DataFrame({"cfg": cfgs}), Store(sys.argv[1]), progress=False)
 """
 
@@ -48,25 +58,20 @@ def _epoch_rows(root, h):
 def test_killed_sweep_resumes_without_recomputing(tmp_path):
     store_dir = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", SWEEP, str(store_dir)], env=env, cwd=ROOT)
+    # the sweep is SIGKILLed once the second run has stored epoch 3 (the first run is finished by then), before
+    # that epoch's checkpoint is written: the same moment on any machine, however fast or loaded
+    proc = subprocess.run([sys.executable, "-c", SWEEP, str(store_dir), "1", "3"], env=env, cwd=ROOT)
+    assert proc.returncode == -signal.SIGKILL
     cfgs = _cfgs()
     db = store_dir
-    deadline = time.time() + 120
-    # kill the process once the second run has completed 3 epochs (the first run is finished by then)
-    while time.time() < deadline:
-        if len(_epoch_rows(db, cfgs[1].hash)) >= 3:
-            break
-        assert proc.poll() is None, "sweep finished before it could be killed"
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
     store = Store(store_dir)
     assert store.status(cfgs[0]) == "finished"
     assert store.status(cfgs[1]) == "running" and store.status(cfgs[2]) is None
     first_before = store.get(cfgs[0])
     partial = _epoch_rows(db, cfgs[1].hash)
+    assert sorted(partial) == [1, 2, 3]
     ck = store.load_checkpoint(cfgs[1])
-    assert ck is not None and ck["epoch"] >= 2  # the epoch logged last may not be checkpointed yet
+    assert ck is not None and ck["epoch"] == 2  # the epoch logged last is not checkpointed yet
 
     # restart the same sweep: run 0 is read back, run 1 resumes at its checkpoint, run 2 runs
     subprocess.run([sys.executable, "-c", SWEEP, str(store_dir)], env=env, cwd=ROOT, check=True)

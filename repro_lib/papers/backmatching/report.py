@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from ...results import figures, findings
+from ...results import figures, findings, rules
 from .backmatching import TABLE1_METHODS
 
 #: the methods by name (Table 1 calls scale-amended SGD "OURS", the authors' own column; ours are our runs)
@@ -76,15 +76,24 @@ def regime_of(g: pd.DataFrame, methods) -> dict:
                 converged=bool(reg["settled"] is not False and math.isfinite(acc) and acc >= FIT_TRAIN_ACC))
 
 
+#: what would bring the runs to the regime Table 1 speaks of, where the gate is closed
+GATE_FIX = (f"runs trained until every method fits the training set (final train accuracy ≥ {FIT_TRAIN_ACC:g} %): "
+            f"more epochs or more images per epoch, as the gpu and paper profiles")
+
+
 def column_claims(results: pd.DataFrame, item: str = "Table 1") -> list[dict]:
     """One ``publish.record_claims`` row per column (dataset, network) of ``results``: scale-amended SGD against
     each method the paper's own column has it beating (:func:`claimed_rivals`), per seed (a seed is the same
     initialisation and data order for every method) with the 95 % t interval of each difference
-    (``findings.difference``). It *holds* when every interval lies above 0; is *no* when one lies below 0 and the
-    runs were trained to the end the claim speaks of (:func:`regime_of`), else *undecided* with the reason ("before
-    training converged" where a contrary result comes from unconverged runs). ``ci`` / ``resolution``: the
-    interval against the strongest rival (the one with the highest mean), ``paper_effect`` the paper's margin over
-    it. Fewer than ``findings.MIN_SEEDS`` seeds on real images leave it *undecided*."""
+    (``findings.difference``), by the rule ``results.rules.RULES["backmatching >"]``. An intersection: it *holds*
+    when every interval lies above 0, is *no* when one lies below 0; its gate, the runs trained to the end the claim
+    speaks of (:func:`regime_of`), applies to both outcomes (else *undecided*, "before training converged").
+    ``contrasts``: every interval; ``ci``: the smallest bounds over the rivals (lower and upper), so that the rule
+    read on ``ci`` gives the intersection's verdict; ``estimate`` the smallest difference; ``paper_effect`` the
+    paper's smallest margin over the rivals; ``to_decide`` (an *undecided* claim): the regime, and the seeds that
+    would decide it at the observed spread, or resolve the paper's own margin (``findings.decide_text``).
+    Fewer than ``findings.MIN_SEEDS`` seeds on real images leave it *undecided*."""
+    rule = rules.rule("backmatching >")
     rows = []
     for (d, model), g in results.groupby(["paper_dataset", "model"], sort=False):
         ok = g[g["status"] == "finished"]
@@ -99,40 +108,78 @@ def column_claims(results: pd.DataFrame, item: str = "Table 1") -> list[dict]:
         reg = regime_of(g, [OURS, *rivals])
         diffs = {m: findings.difference(per_seed.get(OURS, pd.Series(dtype=float)),
                                         per_seed.get(m, pd.Series(dtype=float))) for m in rivals}
+        judged = {}
         if not rivals or OURS not in per_seed or any(not math.isfinite(dm.diff) for dm in diffs.values()):
             word, reason = findings.judge(None, False)
-            strongest, detail = None, ""
+            detail = ""
         else:
-            strongest = max(rivals, key=lambda m: mean.get(m, -math.inf))
             judged = {m: findings.judge_difference(dm, ">", settled=reg["converged"], real_data=real,
-                                                   unsettled="before training converged") for m, dm in diffs.items()}
+                                                   unsettled="before training converged", rule=rule)
+                      for m, dm in diffs.items()}
             words = [w for w, _ in judged.values()]
             if all(w == "holds" for w in words):
                 word, reason = "holds", ""
             elif "no" in words:
                 word, reason = "no", ""
-            else:  # a rival beaten beyond the noise but before convergence says more than one within it
-                against = [m for m, (w, r) in judged.items() if w == "undecided" and r.startswith("against")]
+            else:  # a gated result names its lean; one within the noise says so
+                lean = {m: r for m, (w, r) in judged.items() if r.startswith(("the claimed way,", "against the claim,"))}
+                against = [m for m, r in lean.items() if r.startswith("against")]
                 word, reason = "undecided", (
                     f"against the claim for {', '.join(SHORT[m] for m in against)}, before training converged"
-                    if against else next(r for w, r in judged.values() if w == "undecided"))
+                    if against else "the claimed way, before training converged"
+                    if len(lean) == len(judged) else next(r for w, r in judged.values() if w == "undecided"
+                                                          and not r.startswith("the claimed way,")))
             detail = ("SA-SGD − " + ", ".join(f"{SHORT[m]} {dm.text()}" for m, dm in diffs.items())
-                      + f" (paired by seed, {seeds} seeds; final train acc. ≥ {reg['train_acc']:.0f} %)")
-        d_main = diffs[strongest] if strongest else findings.NO_DIFFERENCE
-        effect = (float(table_paper[OURS] - table_paper[strongest]) if strongest and OURS in table_paper
+                      + f" (paired by seed, {seeds} seeds, 95 %; final train acc. ≥ {reg['train_acc']:.0f} %, "
+                        f"gate ≥ {FIT_TRAIN_ACC:g} %)")
+        fin = [dm for dm in diffs.values() if math.isfinite(dm.lo)]
+        if fin and len(fin) == len(diffs):
+            weakest = min(diffs, key=lambda m: diffs[m].lo)
+            d_main = findings.Difference(min(dm.diff for dm in fin), min(dm.lo for dm in fin),
+                                         min(dm.hi for dm in fin), min(dm.n for dm in fin), True,
+                                         "paired t per rival (smallest bounds)", findings.LEVEL,
+                                         diffs[weakest].df, diffs[weakest].sd)
+        else:
+            weakest, d_main = None, findings.NO_DIFFERENCE
+        effect = (float(min(table_paper[OURS] - table_paper[m] for m in rivals)) if rivals and OURS in table_paper
                   else None)
+        to_decide = ""
+        if word == "undecided" and weakest is not None:
+            per = findings.train_minutes(g) / max(seeds, 1)
+            seeds_text = findings.decide_text(diffs[weakest], ">", minutes_per_seed=per, paper_effect=effect)
+            to_decide = (findings.decide_text(d_main, ">", gated=True, gate_fix=GATE_FIX) + "; and " + seeds_text
+                         if not reg["converged"] else seeds_text)
         cols = [OURS, *rivals]
         rows.append(dict(paper="Zhang et al. (back-matching supplement)",
                          item=f"{item}, {dataset_name(d)}, {MODEL_NAMES.get(model, model)}",
                          claim=claim_text(rivals, table_paper),
                          data=findings.dataset_label(list(g["cfg"])), seeds=seeds,
                          verdict=findings.verdict_words(word, reason, detail),
-                         ours=f"{_values(mean.reindex(cols))} ({_best(mean)})",
-                         paper_value=f"{_values(table_paper)} ({_best(table_paper)})",
-                         train_minutes=findings.train_minutes(g), word=word, rival=strongest,
+                         ours=f"means of {seeds} seed{'s' if seeds != 1 else ''}: {_values(mean.reindex(cols))} ({_best(mean)})",
+                         paper_value=f"medians of 3 runs: {_values(table_paper)} ({_best(table_paper)})",
+                         train_minutes=findings.train_minutes(g), word=word, rival=weakest,
+                         previous_word=_previous_word(diffs, reg["converged"], real) if judged else word,
                          converged=reg["converged"], train_acc=reg["train_acc"],
-                         **findings.interval_fields(d_main, paper_effect=effect)))
+                         contrasts={SHORT[m]: [_fin(dm.lo), _fin(dm.hi)] for m, dm in diffs.items()},
+                         **findings.interval_fields(d_main, paper_effect=effect, rule=rule,
+                                                    gate_ok=bool(reg["converged"]), to_decide=to_decide)))
     return rows
+
+
+def _fin(v):
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def _previous_word(diffs: dict, converged: bool, real: bool) -> str:
+    """The verdict under the rule the claim had before: the same intervals, the convergence gate guarding only a
+    result against the claim."""
+    words = []
+    for dm in diffs.values():
+        if real and dm.n < findings.MIN_SEEDS or not dm.has_interval:
+            words.append("undecided")
+        else:
+            words.append("holds" if dm.lo > 0 else "no" if dm.hi < 0 and converged else "undecided")
+    return "holds" if all(w == "holds" for w in words) else "no" if "no" in words else "undecided"
 
 
 def table1_frame(values: pd.DataFrame) -> pd.DataFrame:
@@ -237,7 +284,7 @@ def found(results: pd.DataFrame, claims: list[dict], paper_cfg, data_label: str)
     s = f"Verdicts: {counts}"
     if res and effects:
         s += (f"; the seed-paired intervals resolve ±{min(res):.2f} to ±{max(res):.2f} points, where the paper's "
-              f"margins over the strongest rival are {', '.join(f'{e:+.2f}' for e in effects)}"
+              f"smallest margins over the rivals are {', '.join(f'{e:+.2f}' for e in effects)}"
               + (" — below what these runs can tell apart" if max(abs(e) for e in effects) < min(res) else ""))
     out.append(s + ".")
     unconv = [c for c in claims if not c.get("converged", True)]
@@ -246,8 +293,8 @@ def found(results: pd.DataFrame, claims: list[dict], paper_cfg, data_label: str)
         out.append(f"{len(unconv)} of {len(claims)} columns were not trained to the end Table 1 speaks of"
                    + (f" (final train accuracy {min(accs):.0f}–{max(accs):.0f} %, below {FIT_TRAIN_ACC:g} %)"
                       if accs else "")
-                   + ": a method that learns faster early leads there, whatever it reaches at the end, so a "
-                     "result against the claim stays *undecided*; our LARS also adds You et al.'s trust "
+                   + ": a method that learns faster early leads there, whatever it reaches at the end, so the "
+                     "claim stays *undecided* whichever way the intervals point; our LARS also adds You et al.'s trust "
                      "coefficient to the supplement's formula (see above).")
     return " ".join(out)
 
@@ -272,15 +319,16 @@ def long_view(results: pd.DataFrame):
 
 
 def claims_view(claims: list[dict]):
-    """The claims for people: item, the claim, the verdict word, the interval against the strongest rival, its
-    resolution beside the paper's own margin, and whether the runs were trained to the end, as a Styler."""
+    """The claims for people: item, the claim, the verdict word, the rival with the lowest lower bound, the smallest
+    bounds over the rivals (the interval the rule reads), its resolution beside the paper's own margin, and whether
+    the runs were trained to the end, as a Styler."""
     def fmt(v, spec):
         return format(v, spec) if v is not None and math.isfinite(v) else "—"
 
     rows = [{"item": c["item"], "claim": c["claim"], "verdict": c["word"],
-             "vs": SHORT.get(c.get("rival"), "—"),
-             "SA-SGD − rival [95 %]": (f"[{fmt(c['ci'][0], '+.2f')}, {fmt(c['ci'][1], '+.2f')}]"
-                                       if c.get("ci") and c["ci"][0] is not None else "—"),
+             "weakest vs": SHORT.get(c.get("rival"), "—"),
+             "SA-SGD − rivals, smallest bounds [95 %]": (f"[{fmt(c['ci'][0], '+.2f')}, {fmt(c['ci'][1], '+.2f')}]"
+                                                        if c.get("ci") and c["ci"][0] is not None else "—"),
              "resolution": "±" + fmt(c.get("resolution"), ".2f"),
              "paper's margin": fmt(c.get("paper_effect"), "+.2f"),
              "trained to the end": "yes" if c.get("converged") else "no"} for c in claims]

@@ -466,7 +466,7 @@ class YunTables:
                  rule: str = "best or second") -> pd.DataFrame:
         """What the runs say about ``claim`` for table ``name`` (``results.findings.findings``: per column the
         verdict, the yellow cell's margin to the best other cell against the seed spread, the peak tuning factor of
-        a quadratic fit with its bootstrap interval), shown in words (:meth:`found_text`, then one line per column)
+        a quadratic fit with its delta-method interval), shown in words (:meth:`found_text`, then one line per column)
         and as a table (:func:`findings_view`; every
         column in ``<out_dir>/<name>_findings.csv``); also recorded as the notebook's claims
         (``<out_dir>/claims.json``, read by ``python -m repro_lib summary``). A table whose runs are exactly those
@@ -585,7 +585,8 @@ class YunTables:
             k = int(settled.astype(bool).sum())
             text += (f" The yellow cells' Δθ had settled before the first LR decay (drift ≤ "
                      f"{100 * REGIME_DRIFT:.0f} %) in {k} of {len(settled)} column{'s' if len(settled) != 1 else ''}"
-                     + ("" if k == len(settled) else ": where it had not, a contrary result counts as *undecided*")
+                     + ("" if k == len(settled) else
+                        ": where it had not, the column is *undecided* whichever way its intervals point")
                      + ".")
         dropped = res[res.status == "diverged"]
         if len(dropped):
@@ -673,3 +674,21 @@ class YunTables:
     def data_label(self) -> str:
         """What the notebook's runs train on, for figure titles (``findings.dataset_label``: a stand-in says so)."""
         return dataset_label([c for plan in self.plans.values() for c in plan.cfg])
+
+
+def prediction_text(measured, predicted, what: str = "the yellow cells") -> str:
+    """The measured Δθ beside the first-order prediction arccos(1 − TF) of Eq. 27, in words: the range of the ratio
+    measured / predicted over ``measured`` and ``predicted`` (radians, aligned), and what Eq. 27 neglects (Sec. 4:
+    over one epoch, a time η of the rescaled SDE, the weight norm and the gradient are taken as constant, and the
+    update is kept to first order in the tuning factor)."""
+    m, p = pd.to_numeric(pd.Series(list(measured)), errors="coerce"), pd.to_numeric(pd.Series(list(predicted)),
+                                                                                       errors="coerce")
+    r = (m / p).dropna()
+    if r.empty:
+        return ""
+    return (f"Measured against predicted: Δθ of {what} is {_span(r, '.2f')} × arccos(1 − TF), the dashed level "
+            f"({_span(m.dropna(), '.3f')} rad measured, {_span(p.dropna(), '.3f')} rad predicted). Eq. 27 is a first-order "
+            "reading: it takes the weight norm and the gradient as constant over one epoch (Sec. 4: \"the parameters "
+            "do not move far enough for the gradients to significantly change\") and keeps the update to first order "
+            "in the tuning factor, so the level it gives is a scale, not a value the curves must reach; the paper "
+            "draws no such line and gives no measured Δθ in its text.")

@@ -28,7 +28,8 @@ GLOSSARY: dict[str, tuple[str, str]] = {
     "yellow": (r"\byellow\b", "the cell at the paper's optimal tuning factor"),
     "Δθ": (r"Δθ", "the angle the scale-invariant weights turn per epoch (Eq. 11)"),
     "settled": (r"\bsettled\b|\bregime\b",
-                "Δθ steady (drift ≤ 10 %) before the first LR decay: the regime the claim speaks of"),
+                "in the regime the claim speaks of: Δθ (Yun et al.) or ‖w‖²/η̃ (Li & Arora) steady before the first "
+                "LR decay"),
     "±": (r"±", "after a mean, the sd over seeds; after a difference or margin, a half-width"),
     "[a, b]": (r"\[[-+−]?\d",
                "the interval of a difference over seeds (95 % unless it says 90 %)"),
@@ -48,10 +49,10 @@ GLOSSARY: dict[str, tuple[str, str]] = {
                             "(1 + log(1 + 1/‖∇W‖))"),
     "TEXP": (r"\bTEXP\b|TEXP--|TEXP−−",
              "tapered exponential LR schedule without weight decay (Li & Arora Thm 2.12), equivalent to step decay "
-             "+ WD; TEXP-- lacks its tapering"),
+             "+ WD; TEXP−− lacks its LR decay at the phase starts"),
     "exp-cosine": (r"exp-cosine", "the exponential schedule equivalent to cosine LR + WD (Li & Arora Sec. 4)"),
-    "‖w‖": (r"‖w‖|norm growth", "the norm of the scale-invariant weights; norm growth: its change from the "
-                                "first epoch to the last"),
+    "‖w‖": (r"‖w‖", "the norm of the scale-invariant weights"),
+    "norm growth": (r"norm growth", "the change of ‖w‖ from the first epoch to the last"),
 }
 
 
@@ -101,11 +102,11 @@ def conditions(runs, paper=None, accuracy=None, paper_accuracy=None, regime: str
     ``runs``: the runs' configs (a sweep result with a ``cfg`` column, or configs); ``paper``: the paper's
     protocol as configs or a dict with any of ``n``, ``width``, ``num_epochs`` (printed beside ours); ``accuracy``
     and ``paper_accuracy``: the final test accuracies (%) to compare (values: their range is printed; text: as
-    is); ``regime``: whether the runs reached the regime the claim speaks of, in words; ``what``: what the
-    accuracy is of ("the yellow cells")."""
+    is); ``regime``: whether the runs reached the regime the claim speaks of, in words (without runs, e.g. for exact
+    identities and toys, the whole line); ``what``: what the accuracy is of ("the yellow cells")."""
     cfgs = _cfgs(runs)
-    if not cfgs:
-        return ""
+    if not cfgs:  # nothing trained on images (exact identities, toys): the regime in words, if any
+        return f"**Conditions:** {regime}." if regime else ""
     pcfgs = _cfgs(paper) if not isinstance(paper, dict) else []
     pdict = paper if isinstance(paper, dict) else {}
 

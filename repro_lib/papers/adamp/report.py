@@ -16,12 +16,14 @@ from what the notebooks hand in.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from ...results import findings
+from ...results import findings, rules
+from ...results.tables import number
 from .. import transcribed
 from . import cifar as C
 from . import toys as T
@@ -43,7 +45,8 @@ def name(method: str) -> str:
 # Shared
 # ------------------------------------------------------------------------------------------------------------
 def _fmt_value(v, digits: int = 3) -> str:
-    """A number for people: integers without decimals, small or large floats in scientific notation."""
+    """A number for people: integers without decimals, other floats to ``digits`` significant digits, never with an
+    exponent (``results.tables.number``: 1.2·10⁻⁶)."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "—"
     if isinstance(v, (bool, np.bool_)):
@@ -51,16 +54,24 @@ def _fmt_value(v, digits: int = 3) -> str:
     if isinstance(v, (int, np.integer)) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e6):
         return f"{int(v):,}"
     if isinstance(v, (float, np.floating)):
-        return f"{v:.{digits}g}"
+        return number(v, digits)
     return str(v)
 
 
 def show(df: pd.DataFrame, caption: str = "", digits: int = 3, formats: Mapping[str, str] | None = None,
-         max_columns: int = 8):
+         max_columns: int = 8, csv=None, link: str | None = None, rows: int = 10):
     """``df`` as a table for people (a pandas Styler): all-NaN columns dropped, integers as integers, other numbers
     to ``digits`` significant digits (``formats``: a format spec per column, e.g. {"acc": "{:.1f}"}), empty cells
-    as "—", no index, ``caption`` above. More than ``max_columns`` columns is an error: put the rest in a CSV."""
+    as "—", no index, ``caption`` above. More than ``max_columns`` columns is an error: put the rest in a CSV.
+    ``csv``: the whole table is written there, and a table of more than ``rows`` rows shows its first ``rows``, its
+    caption linking the file (``link``: the path a reader of the notebook follows, default the file's name)."""
     df = df.dropna(axis=1, how="all")
+    if csv is not None:
+        df.to_csv(csv, index=False)
+        if len(df) > rows:
+            more = f'first {rows} of {len(df)} rows; all of them: <a href="{link or Path(csv).name}">{Path(csv).name}</a>'
+            caption = f"{caption} ({more})" if caption else more
+            df = df.head(rows)
     if df.shape[1] > max_columns:
         raise ValueError(f"show: {df.shape[1]} columns > {max_columns} ({list(df.columns)}); write the rest to CSV")
     formats = dict(formats or {})
@@ -69,8 +80,9 @@ def show(df: pd.DataFrame, caption: str = "", digits: int = 3, formats: Mapping[
     return sty.set_caption(caption) if caption else sty
 
 
-def sizes_table(sizes: Mapping, meaning: Mapping[str, str], profile: str):
-    """A profile's sizes as a table (setting, value, what it is): lists joined, in the order of ``meaning``."""
+def sizes_table(sizes: Mapping, meaning: Mapping[str, str], profile: str, csv=None, link: str | None = None):
+    """A profile's sizes as a table (setting, value, what it is): lists joined, in the order of ``meaning``;
+    ``csv``, ``link``: as :func:`show` (a long table cut, the whole one linked)."""
     def text(v):
         if isinstance(v, (list, tuple)):
             return ", ".join(_fmt_value(x) for x in v)
@@ -78,7 +90,7 @@ def sizes_table(sizes: Mapping, meaning: Mapping[str, str], profile: str):
 
     keys = [k for k in meaning if k in sizes] + [k for k in sizes if k not in meaning]
     rows = [dict(setting=k, value=text(sizes[k]), meaning=meaning.get(k, "")) for k in keys]
-    return show(pd.DataFrame(rows), caption=f"sizes of the {profile} profile")
+    return show(pd.DataFrame(rows), caption=f"sizes of the {profile} profile", csv=csv, link=link)
 
 
 def claim(item: str, text: str, word: str, reason: str, detail: str, ours: str, paper_value: str, data: str,
@@ -215,7 +227,7 @@ def h1_setup(sizes: Mapping, cos_score: float, delta: float = 0.1):
         ("iterations", "not given", f"{sizes['rb_iters']:,} and {sizes['rb_iters_long']:,}"),
         ("start", "(cψ, cφ) = (−2, 2) on r = 1", "the same"),
         ("projection (Eq. 10-11, δ = 0.1)", "when |cos(∇, w)|·√d < δ",
-         f"on at every step: the largest |cos|·√d along AdamP's run is {cos_score:.1e} < {delta:g}"),
+         f"on at every step: the largest |cos|·√d along AdamP's run is {number(cos_score, 2)} < {delta:g}"),
         ("bias correction", "none in Algorithm 2 as printed; the authors' code has it", "both are run"),
         ("weight decay", "AdamW's not given", f"searched: {', '.join(f'{v:g}' for v in sizes['rb_wds'])}"),
     ]
@@ -227,7 +239,8 @@ def lemma_view(lemmas: pd.DataFrame):
                       "max rel. gap to Eq. 8": lemmas.max_rel_gap_eq8,
                       "below Eq. 12's bound": lemmas.eq12_bound_holds, "final ‖w‖": lemmas.final_norm})
     return show(t, caption="Lemmas 2.1, 2.2 and Eq. 12 on f(w) = ŵᵀAŵ: a gap at float64 rounding means the "
-                           "identity holds", formats={"max rel. gap to Eq. 6": "{:.1e}", "max rel. gap to Eq. 8": "{:.1e}"})
+                           "identity holds", formats={"max rel. gap to Eq. 6": lambda v: number(v, 2),
+                                                     "max rel. gap to Eq. 8": lambda v: number(v, 2)})
 
 
 def ratio_view(ratios: Mapping[tuple, float], terms: int):
@@ -298,11 +311,11 @@ def toy_claims(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, lemmas
         "Fig. H.1 (Adam), norm", "Adam's norm grows; WD (AdamW) and the projection (AdamP) hold it down",
         word, reason,
         f"max r Adam {a[first].r_max:.2f}, AdamP {p[first].r_max:.2f}, AdamW {w[first].r_max:.2f} ({where}, "
-        f"{first:,} it.); by the end Adam's r is back at {a[first].r_final:.2f}, AdamW's at {w[first].r_final:.2g}",
+        f"{first:,} it.); by the end Adam's r is back at {a[first].r_final:.2f}, AdamW's at {number(w[first].r_final, 2)}",
         f"max r Adam {a[first].r_max:.2f}, AdamP {p[first].r_max:.2f}, AdamW {w[first].r_max:.2f}",
         "a figure, no numbers: r grows with Adam, less with WD and with AdamP", data))
     word, reason = budget_verdict({n: bool(p[n].final_loss < a[n].final_loss) for n in hb})
-    losses = lambda x, y: ", ".join(f"{x[n].final_loss:.3g} vs {y[n].final_loss:.3g} ({n:,} it.)" for n in hb)  # noqa: E731
+    losses = lambda x, y: ", ".join(f"{number(x[n].final_loss, 3)} vs {number(y[n].final_loss, 3)} ({n:,} it.)" for n in hb)  # noqa: E731
     out.append(claim(
         "Fig. H.1 (Adam), convergence", "the projection (AdamP) makes Adam converge faster", word, reason,
         f"final loss AdamP vs Adam {losses(p, a)} ({where}, the authors' code: bias-corrected)",
@@ -312,7 +325,7 @@ def toy_claims(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, lemmas
     out.append(claim(
         "Fig. H.1 (Adam), convergence with WD", "weight decay (AdamW) makes Adam converge faster", word, reason,
         f"final loss AdamW vs Adam {losses(w, a)} ({where}); AdamW's best WD "
-        f"({_fmt_value(w[first].weight_decay)} at {first:,} it.) shrinks r to {w[first].r_final:.2g}",
+        f"({_fmt_value(w[first].weight_decay)} at {first:,} it.) shrinks r to {number(w[first].r_final, 2)}",
         f"final loss AdamW vs Adam: {losses(w, a)}",
         "a figure, no numbers: WD converges faster than Adam", data))
     word, reason = budget_verdict({n: bool(pp[n].final_loss < ap[n].final_loss) for n in hb})
@@ -333,9 +346,9 @@ def toy_claims(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, lemmas
     out.append(claim(
         "Lemmas 2.1, 2.2, Eq. 12", "the norm growth of GD (Eq. 6), momentum GD (Eq. 8) and the projected step "
         "(Eq. 12) are identities", word, reason,
-        f"max rel. error {worst:.1e} over {len(errors)} identities (tolerance {tol:.0e}); Eq. 12's bound "
-        f"{'holds' if bound else 'fails'}; Eq. 6 applied to momentum misses by {lem.max_rel_gap_eq6.iloc[1]:.2g}",
-        f"max rel. error {worst:.1e}", "exact identities", data))
+        f"max rel. error {number(worst, 2)} over {len(errors)} identities (tolerance {number(tol, 1)}); Eq. 12's bound "
+        f"{'holds' if bound else 'fails'}; Eq. 6 applied to momentum misses by {number(lem.max_rel_gap_eq6.iloc[1], 2)}",
+        f"max rel. error {number(worst, 2)}", "exact identities", data))
 
     at = {a_: r for (b, a_), r in ratios.items() if b == 0.9}
     limit = 1 + 2 * 0.9 / (1 - 0.9)
@@ -369,7 +382,7 @@ def toys_found(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, claims
     s2 = (f"**Fig. 3**: momentum GD grows r to {f3.loc[('sgd', b[0]), 'r_max']:.2f} and SGDP to "
           f"{f3.loc[('sgdp', b[0]), 'r_max']:.2f} (paper {T.PAPER_FIG3_R['sgd']:g} / {T.PAPER_FIG3_R['sgdp']:g}) and "
           f"SGDP ends lower at {'both budgets' if len(b) == 2 else 'every budget'}, at lr {sizes['rb_fixed_lr']:g}: "
-          f"far below the paper's range [{lo:g}, {hi:g}], because Eq. B.2 as printed has a gradient of {grad0:.1e} at "
+          f"far below the paper's range [{lo:g}, {hi:g}], because Eq. B.2 as printed has a gradient of {number(grad0, 2)} at "
           f"the start (a step of {lo * grad0:.0f} at lr {lo:g}).")
     hb = sorted(h1.iters.unique())
     a = {n: _h1(h1, 0, "adam", n) for n in hb}
@@ -377,7 +390,7 @@ def toys_found(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, claims
     w = _h1(h1, 0, "adamw", hb[0])
     ap = {n: _h1(h1, 1, "adam_printed", n) for n in hb}
     pp = {n: _h1(h1, 1, "adamp_printed", n) for n in hb}
-    pair = lambda x, y, n: f"{x[n].final_loss:.3g} vs {y[n].final_loss:.3g}"  # noqa: E731
+    pair = lambda x, y, n: f"{number(x[n].final_loss, 3)} vs {number(y[n].final_loss, 3)}"  # noqa: E731
 
     def race(x, y) -> str:  # "ahead at both budgets (…)" or "ahead after …, behind after …"
         ahead = {n: x[n].final_loss < y[n].final_loss for n in hb}
@@ -396,12 +409,12 @@ def toys_found(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, claims
     beyond = ""
     if len(far) and {"adam", "adamp"} <= set(far.method):
         fa, fp = far[far.method == "adam"].iloc[0], far[far.method == "adamp"].iloc[0]
-        beyond = (f", as with the authors' code at lr {fp.lr:g}, beyond the paper's range ({fp.final_loss:.3g} vs "
-                  f"{fa.final_loss:.3g}, Adam's r {fa.r_max:.3g})")
+        beyond = (f", as with the authors' code at lr {fp.lr:g}, beyond the paper's range ({number(fp.final_loss, 3)} vs "
+                  f"{number(fa.final_loss, 3)}, Adam's r {number(fa.r_max, 3)})")
     s4 = (f"With **Algorithm 2 as printed** (no bias correction: a first step (1 − β1)/√(1 − β2) = "
           f"{(1 - b1) / math.sqrt(1 - b2):.1f} times larger) Adam's r jumps to {ap[hb[0]].r_max:.2f} and stays "
           f"({ap[hb[0]].r_final:.2f} at the end), and AdamP is {race(pp, ap)}{beyond}: the pattern the paper "
-          f"describes. AdamW's best run (WD {_fmt_value(w.weight_decay)}) wins by shrinking r to {w.r_final:.2g}, "
+          f"describes. AdamW's best run (WD {_fmt_value(w.weight_decay)}) wins by shrinking r to {number(w.r_final, 2)}, "
           f"which enlarges Adam's step on the sphere.")
     lem = [c for c in claims if c["item"].startswith("Lemmas")][0]
     cor = [c for c in claims if c["item"].startswith("Cor.")][0]
@@ -476,30 +489,50 @@ def cifar_summary(runs: pd.DataFrame) -> pd.DataFrame:
                              weight_norm_first_epoch=done.weight_norm_first_epoch.mean(),
                              weight_norm_last=done.weight_norm_last.mean(), norm_growth=done.norm_growth.mean(),
                              norm_growth_sd=done.norm_growth.std(), train_minutes=findings.train_minutes(r),
+                             relative_growth=_relative(done).mean(), relative_growth_sd=_relative(done).std(),
                              paper_norm_growth=_paper_norm_growth(opt, wd),
+                             paper_relative_growth=_paper_relative_growth(opt, wd),
                              paper_top1=_paper_top1(opt) if setting == "E.2" else math.nan))
     return pd.DataFrame(rows, columns=["setting", "optimizer", "paper_weight_decay", "seeds", "test_acc",
                                        "test_acc_sd", "train_acc", "weight_norm_first_epoch", "weight_norm_last", "norm_growth",
-                                       "norm_growth_sd", "train_minutes", "paper_norm_growth", "paper_top1"])
+                                       "norm_growth_sd", "train_minutes", "relative_growth", "relative_growth_sd",
+                                       "paper_norm_growth", "paper_relative_growth", "paper_top1"])
+
+
+def _relative(runs: pd.DataFrame) -> pd.Series:
+    """Per run of :func:`cifar_runs`, the relative norm growth ‖w‖_last / ‖w‖_1 − 1 (Table 1's Norm^last / Norm^1
+    − 1): unlike the absolute growth it compares across networks whose norms differ (20 tensors here, ≈ 14; the
+    paper's ImageNet ResNet-18, ≈ 1.3)."""
+    return runs.weight_norm_last / runs.weight_norm_first_epoch - 1
 
 
 def _pm(mean: float, sd: float, spec: str) -> str:
-    return findings.num(mean, spec) + (f" ± {sd:.2g}" if math.isfinite(sd) else "")
+    return findings.num(mean, spec) + (f" ± {number(sd, 2)}" if math.isfinite(sd) else "")
 
 
 def cifar_summary_view(summary: pd.DataFrame, caption: str = ""):
     """:func:`cifar_summary` for people: the weight decay as the paper writes it, mean ± seed sd where there are
-    several seeds, the paper's values beside (the norms after epoch 1 and at the end, and the training minutes: in
-    the CSV and the claims)."""
+    several seeds, the norm growth as relative growth (‖w‖_last / ‖w‖_1 − 1, the only form that compares with
+    Table 1's ImageNet norms), the paper's values beside (the absolute norms and growth, and the training minutes:
+    in the CSV and the claims)."""
     t = pd.DataFrame({"weight decay": [f"{s} ({_wd(w)})" for s, w in zip(summary.setting, summary.paper_weight_decay)],
                       "optimizer": summary.optimizer.map(NET_NAMES), "seeds": summary.seeds,
                       "test acc. (%)": [_pm(m, s, ".1f") for m, s in zip(summary.test_acc, summary.test_acc_sd)],
                       "train acc. (%)": [findings.num(v, ".1f") for v in summary.train_acc],
-                      "norm growth": [_pm(m, s, "+.3f") for m, s in zip(summary.norm_growth, summary.norm_growth_sd)],
-                      "paper norm growth (Table 1)": summary.paper_norm_growth,
-                      "paper top-1 (Table 2)": summary.paper_top1})
-    return show(t, caption=caption, formats={"paper norm growth (Table 1)": "{:+.2f}",
-                                             "paper top-1 (Table 2)": "{:.2f}"})
+                      "‖w‖ growth (%)": [_pct_pm(m, s) for m, s in zip(summary.relative_growth,
+                                                                         summary.relative_growth_sd)],
+                      "paper ‖w‖ growth (%, Table 1)": [_pct(v) for v in summary.paper_relative_growth],
+                      "paper top-1 (%, Table 2)": summary.paper_top1})
+    return show(t, caption=caption, formats={"paper top-1 (%, Table 2)": "{:.2f}"})
+
+
+def _pct(v: float) -> str:
+    """A relative change as signed percent ("+29 %"), "—" where there is none."""
+    return f"{100 * v:+.0f} %" if math.isfinite(v) else "—"
+
+
+def _pct_pm(mean: float, sd: float) -> str:
+    return _pct(mean) + (f" ± {100 * sd:.0f} (sd)" if math.isfinite(mean) and math.isfinite(sd) else "")
 
 
 #: the largest gap in final train accuracy (points, at E.2's decay) between SGD and an Adam-family run for which the
@@ -590,6 +623,13 @@ def plot_cifar(hist: pd.DataFrame, data_label: str, path=None):
         ax.set_title(title, fontsize=10)
     if "effective_lr" in h and h["effective_lr"].notna().any():
         axes[1].set_yscale("log")
+        # the cosine's last steps take η to ~0 and would squash the rest: the axis ends at the lowest value before
+        # the last 10 % of the epochs
+        late = h.epoch > 0.9 * h.epoch.max()
+        body = h.loc[~late & (h["effective_lr"] > 0), "effective_lr"]
+        if len(body) and h.loc[h["effective_lr"] > 0, "effective_lr"].min() < 0.5 * body.min():
+            axes[1].set_ylim(bottom=0.5 * body.min())
+            axes[1].set_ylabel(CIFAR_AXES["effective_lr"][0] + "\n(the cosine's last epochs off scale)")
     for ax in axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     figures.legend_outside(axes[-1], title=None if "setting" in h else "optimizer")  # two styles: titled entries
@@ -623,6 +663,12 @@ def _paper_growth_gap(a: str, b: str) -> float:
     return _paper_norm_growth(a, wd) - _paper_norm_growth(b, wd)
 
 
+def _paper_relative_growth(opt: str, wd: float) -> float:
+    """Table 1's relative norm growth of ``opt`` at weight decay ``wd``: Norm^last / Norm^1 − 1."""
+    row = _table1_row(opt, wd)
+    return float(row.norm_last.iloc[0] / row.norm_first.iloc[0] - 1) if len(row) else math.nan
+
+
 def _paper_top1(opt: str, model: str = "resnet18") -> float:
     t2 = transcribed.table("adamp_table2")
     row = t2[(t2.model == model) & (t2.optimizer == opt) & (~t2.cutmix.astype(bool))]
@@ -649,11 +695,12 @@ def _wd_text(a: str, b: str, setting: str) -> str:
     return "no WD" if wd == {0.0} else "paper WD " + " / ".join(_wd(w) for w in sorted(wd))
 
 
-def cifar_claims(found: pd.DataFrame, res: pd.DataFrame, data: str) -> list[dict]:
+def cifar_claims(found: pd.DataFrame, res: pd.DataFrame, data: str, runs: pd.DataFrame | None = None) -> list[dict]:
     """The claims of ``adamp_cifar`` from :func:`cifar_contrasts` rows: the verdict in three words with the
     seed-paired interval, ours and the paper's values (Table 1 norm growth, Table 2 ResNet-18 top-1 on ImageNet),
     the interval fields of claims.json. ``res``: the sweep result (its ``setting`` column picks each claim's
-    training minutes)."""
+    training minutes); ``runs`` (:func:`cifar_runs`): where given, a norm-growth claim shows ours and the paper's as
+    relative growth (:func:`_relative`), the form in which the two networks' norms compare."""
     item = {"norm growth": "Sec. 3.2 / Table 1 mechanism, CIFAR-10 ResNet-18",
             "test accuracy": "Table 2 direction, CIFAR-10 ResNet-18"}
     out = []
@@ -665,6 +712,12 @@ def cifar_claims(found: pd.DataFrame, res: pd.DataFrame, data: str) -> list[dict
                      f"{b} {_paper_norm_growth(r.b, wd):+.2f}")
             ours = f"{a} {findings.num(r.value_a, '+.3f')}, {b} {findings.num(r.value_b, '+.3f')}"
             detail = f"{_interval(r, '+.3f')} (paired by seed, {r.seeds} seeds; {ours}; {_wd_text(r.a, r.b, 'Table 1')})"
+            if runs is not None:  # absolute norms do not compare across networks: ours and the paper's relative
+                done = runs[(runs.setting == "Table 1") & (runs.status == "finished")]
+                rel = {o: _relative(done[done.optimizer == o]).mean() for o in (r.a, r.b)}
+                ours = f"‖w‖ growth {a} {_pct(rel[r.a])}, {b} {_pct(rel[r.b])}"
+                paper = (f"Table 1 (ImageNet R18, WD {_wd(wd)}): {a} {_pct(_paper_relative_growth(r.a, wd))}, "
+                         f"{b} {_pct(_paper_relative_growth(r.b, wd))}")
         else:
             paper = f"Table 2 (ImageNet R18): {a} {_paper_top1(r.a):.2f}, {b} {_paper_top1(r.b):.2f}"
             ours = f"{a} {findings.num(r.value_a, '.1f')}, {b} {findings.num(r.value_b, '.1f')}"
@@ -769,8 +822,9 @@ def intervals_view(intervals: pd.DataFrame, caption: str = ""):
                       "(step, tensor) values": intervals.n.astype(int), "99 % range, low": intervals.low,
                       "99 % range, high": intervals.high,
                       "paper (ImageNet, 99 % interval)": intervals.scale_invariant.map(
-                          lambda si: "[{:.2g}, {:.2g}]".format(*T.PAPER_COS_INTERVALS[bool(si)]))})
-    return show(t, caption=caption, formats={"99 % range, low": "{:.2g}", "99 % range, high": "{:.2g}"})
+                          lambda si: "[{}, {}]".format(*(number(v, 2) for v in T.PAPER_COS_INTERVALS[bool(si)])))})
+    return show(t, caption=caption, formats={"99 % range, low": lambda v: number(v, 2),
+                                             "99 % range, high": lambda v: number(v, 2)})
 
 
 def detection_view(side: pd.DataFrame, caption: str = ""):
@@ -899,8 +953,8 @@ def delta_found(sizes: Mapping, stats: pd.DataFrame, intervals: pd.DataFrame, ou
     s1 = (f"Over {sizes['steps']:,} AdamP steps of a width-{sizes['width']} ResNet-18 on {images} images of the "
           f"{data} ({seeds} seed{'s' if seeds != 1 else ''}, {recorded:,} steps recorded per seed{late}), the "
           f"{n_si} BN-preceded convs have a layer-wise "
-          f"|cos(grad, w)| of at most {get(True, 'cos_layer', 'high'):.1e} (99 % range; the paper's ImageNet range "
-          f"ends at {T.PAPER_COS_INTERVALS[True][1]:.1e}) and are detected {si}.")
+          f"|cos(grad, w)| of at most {number(get(True, 'cos_layer', 'high'), 2)} (99 % range; the paper's ImageNet range "
+          f"ends at {number(T.PAPER_COS_INTERVALS[True][1], 2)}) and are detected {si}.")
     one = n_sv == 1
     s2 = (f"The {'one' if one else n_sv} scale-variant tensor{'' if one else 's'} (the FC weight"
           f"{'' if one else ' among them'}) reach{'es' if one else ''} a layer-wise |cos| as low as "
@@ -945,7 +999,7 @@ def table1_view(t1: pd.DataFrame):
     t = pd.DataFrame({"optimizer": t1.optimizer.map(NET_NAMES), "WD": t1.weight_decay,
                       "paper Norm¹ → Norm^last": [f"{a:.2f} → {b:.2f}" for a, b in zip(t1.paper_norm_first, t1.paper_norm_last)],
                       "paper change": t1.paper_norm_change, "paper top-1": t1.paper_score,
-                      "ours Norm¹ → Norm^last": [f"{a:.3g} → {b:.3g}" if math.isfinite(a) and math.isfinite(b) else math.nan
+                      "ours Norm¹ → Norm^last": [f"{number(a, 3)} → {number(b, 3)}" if math.isfinite(a) and math.isfinite(b) else math.nan
                                                  for a, b in zip(t1.norm_first, t1.norm_last)],
                       "ours change": t1.norm_change, "ours top-1": t1.test_acc})
     return show(t, caption="Table 1 (ImageNet ResNet-18): the paper's norms and top-1, ours where a run finished",
@@ -1027,3 +1081,16 @@ def imagenet_claims(df: pd.DataFrame, t2: pd.DataFrame, data: str, real_data: bo
                          paper_value=f"gains {paper}", ours=f"gains {text}",
                          **findings.interval_fields(diffs[weakest][0], paper_effect=diffs[weakest][1])))
     return rows
+
+
+def cifar_conditions(res: pd.DataFrame, summary: pd.DataFrame) -> str:
+    """The first screen's caveat of ``adamp_cifar`` (``results.screen.conditions``): N, width, epochs and test
+    images of the runs beside the paper's ImageNet ResNet-18 (1,281,167 images, full width, 100 epochs), the final
+    test accuracy at E.2's weight decay beside Table 2's, and whether every optimizer fit its training set."""
+    from ...results import screen
+
+    e2 = summary[summary.setting == "E.2"]
+    train = e2.train_acc.dropna()
+    regime = (f"final train accuracy {train.min():.0f}–{train.max():.0f} % at E.2's decay" if len(train) else "")
+    return screen.conditions(res, paper=dict(n=1281167, width=64, num_epochs=100), accuracy=e2.test_acc.dropna(),
+                             paper_accuracy=e2.paper_top1.dropna(), regime=regime, what="test")

@@ -205,14 +205,15 @@ def margin_table(ours: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
                          "ours: best method": best(ours), "paper: best method": best(paper)})
 
 
-def plot_curves(hist: pd.DataFrame, model: str, data_label: str):
-    """Like the supplement's Figure 1: train loss (log), test accuracy (%) and the angular update per epoch of every
-    run of ``model``, one colour per method (one line per seed; one line style per dataset where there are
-    several); one legend beside the figure."""
+def plot_curves(hist: pd.DataFrame, model: str, data_label: str, what: str = ""):
+    """Train loss (log), test accuracy (%) and the angular update per epoch of every run of ``model``, one colour per
+    method (one line per seed; one line style per dataset where there are several); one legend beside the figure,
+    naming only the methods drawn. ``what``: the runs in words for the titles (e.g. "104 epochs")."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    order = [METHOD_NAMES[m] for m in TABLE1_METHODS]
+    drawn = set(hist["method"]) if "method" in hist else set()
+    order = [METHOD_NAMES[m] for m in TABLE1_METHODS if METHOD_NAMES[m] in drawn]  # the legend: what is drawn
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
     style = "dataset" if hist.get("paper_dataset", pd.Series(dtype=str)).nunique() > 1 else None
     h = hist.assign(dataset=hist["paper_dataset"].map(dataset_name)) if "paper_dataset" in hist else hist
@@ -220,7 +221,7 @@ def plot_curves(hist: pd.DataFrame, model: str, data_label: str):
               ("test_acc", "test accuracy (%)", "test accuracy"),
               ("angular_update", "Δθ per epoch (rad)", "angular update")]
     name = MODEL_NAMES.get(model, model)
-    for ax, (y, label, what) in zip(axes, panels):
+    for ax, (y, label, panel) in zip(axes, panels):
         if y in h and h[y].notna().any():
             sns.lineplot(data=h.dropna(subset=[y]), x="epoch", y=y, hue="method", hue_order=order, style=style,
                          units="seed", estimator=None, ax=ax, marker="o", ms=4, legend=ax is axes[-1])
@@ -228,7 +229,7 @@ def plot_curves(hist: pd.DataFrame, model: str, data_label: str):
             ax.text(0.5, 0.5, "no finished run yet", ha="center", va="center", transform=ax.transAxes)
         ax.set_ylabel(label)
         ax.set_xlabel("epoch")
-        ax.set_title(f"Suppl. Fig. 1 · {name}: {what}", fontsize=9)
+        ax.set_title(f"{name}{f' ({what})' if what else ''}: {panel}", fontsize=9)
     if "train_loss" in h and h["train_loss"].notna().any():
         _log_axis(axes[0])
     figures.legend_outside(axes[-1], title=None)
@@ -333,3 +334,22 @@ def claims_view(claims: list[dict]):
              "paper's margin": fmt(c.get("paper_effect"), "+.2f"),
              "trained to the end": "yes" if c.get("converged") else "no"} for c in claims]
     return pd.DataFrame(rows).style.hide(axis="index")
+
+
+def conditions(results: pd.DataFrame, long_results: pd.DataFrame, claims: list[dict], paper_cfgs) -> str:
+    """The first screen's caveat (``results.screen.conditions``): N, width, epochs and test images of every run
+    (the table's and the longer comparison's) beside the paper profile's, our mean accuracies beside Table 1's, and
+    the paper's margins beside the resolution of our intervals (the regime in which a verdict can be reached)."""
+    from ...results import screen
+
+    runs = (pd.concat([results.assign(part="table"), long_results.assign(part="long")], ignore_index=True)
+            if len(long_results) else results.assign(part="table"))
+    ok = runs[runs["status"] == "finished"]
+    ours = ok.groupby(["part", "paper_dataset", "model", "method"])["test_acc"].mean()
+    res = [c["resolution"] for c in claims if c.get("resolution") is not None and math.isfinite(c["resolution"])]
+    eff = [abs(c["paper_effect"]) for c in claims if c.get("paper_effect") is not None
+           and math.isfinite(c["paper_effect"])]
+    regime = (f"the paper's margins ({min(eff):.2f}–{max(eff):.2f} points) against intervals of ±{min(res):.1f} to "
+              f"±{max(res):.1f} points here" if res and eff else "")
+    return screen.conditions(runs, paper=list(paper_cfgs), accuracy=list(ours),
+                             paper_accuracy=list(results["paper_accuracy"].dropna()), regime=regime, what="mean")

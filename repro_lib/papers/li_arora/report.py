@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ...results import figures, findings, rules
+from ...results.tables import number
 from . import exp_lr as E
 
 # ------------------------------------------------------------------------------------------------------------
@@ -245,7 +246,11 @@ def _plot_runs(ax, hist: pd.DataFrame, labels, metric: str, construction: Mappin
         g = sub.groupby("epoch")[metric]
         mean = g.mean()
         color, ls = RUN_COLORS.get(label, "k"), LINESTYLES.get(construction.get(label, ""), "-")
-        ax.plot(mean.index, mean.values, color=color, ls=ls, lw=1.7, label=label)
+        # a metric evaluated at a few epochs only (test accuracy, eval_every): markers at the evaluations and a thin
+        # line, so that a straight segment between two of them does not read as a measured trend
+        sparse = len(mean) < 0.5 * hist["epoch"].nunique()
+        ax.plot(mean.index, mean.values, color=color, ls=ls, lw=0.8 if sparse else 1.7, label=label,
+                marker="o" if sparse else None, ms=5)
         if sub["seed"].nunique() > 1:  # the seeds' range
             ax.fill_between(mean.index, g.min().values, g.max().values, color=color, alpha=0.15, lw=0)
 
@@ -480,18 +485,18 @@ def equivalence_claims(lemma_errors: Mapping[str, float], exact: Mapping[str, fl
     c, q = E.THM_B8_BOUND
     return [
         dict(item="Lemmas 2.2, 2.4, 2.8, Thm 2.1", claim="the maps GD_ρ, Π₁, Π₂ (Π₃, Π₄) satisfy the lemmas",
-             verdict=identity_words(lemma_errors, tol), ours=f"max rel. error {max(lemma_errors.values()):.1e}",
+             verdict=identity_words(lemma_errors, tol), ours=f"max rel. error {number(max(lemma_errors.values()), 2)}",
              paper_value="exact identities (Sec. 2)"),
         dict(item="Thms 2.1, 2.9, 2.12, 2.13, B.2, Sec. 4.2, Lemma 2.7",
              claim="weight decay is an exponential LR schedule: equal network functions (torch.optim.SGD)",
-             verdict=identity_words(exact, tol), ours=f"max rel. error {max(exact.values()):.1e}",
+             verdict=identity_words(exact, tol), ours=f"max rel. error {number(max(exact.values()), 2)}",
              paper_value="exact: θ_t = α^t θ̃_t, same network functions (Thm 2.9)"),
         dict(item="Thm 2.9 / 2.12 constructions", claim="the initial velocity and TEXP's correction are needed",
              verdict=findings.verdict_words(findings.judge(abl_ok, True)[0], "",
                                             "without them the max rel. error is "
-                                            + ", ".join(f"{v:.1e}" for v in ablations.values())
-                                            + f" (> tolerance {tol:.0e})" * abl_ok),
-             ours="without: " + ", ".join(f"{v:.1e}" for v in ablations.values()),
+                                            + ", ".join(f"{number(v, 2)}" for v in ablations.values())
+                                            + f" (> tolerance {number(tol, 1)})" * abl_ok),
+             ours="without: " + ", ".join(f"{number(v, 2)}" for v in ablations.values()),
              paper_value="exact only with θ̃₋₁ = αθ₋₁ (Thm 2.9) and the correction at phase starts (Thm 2.12)"),
         dict(item="Fig. 1", claim="LR growth per epoch of the exponential schedule in the PreResNet32 setting",
              verdict=findings.verdict_words(findings.judge(growth_gap <= 5e-4, True)[0], "",
@@ -516,9 +521,9 @@ def equivalence_found(lemma_errors: Mapping[str, float], exact: Mapping[str, flo
     ok = sum(v <= tol for v in errs.values())
     thm29 = summary.set_index("theorem").loc["Thm 2.9"] if "Thm 2.9" in set(summary.theorem) else None
     s1 = (f"{'All' if ok == len(errs) else f'{ok} of the'} {len(errs)} identities hold to a relative error of at most "
-          f"{errs[worst]:.1e} ({worst}) over "
+          f"{number(errs[worst], 2)} ({worst}) over "
           f"{steps} float64 steps, {math.log10(tol / errs[worst]):.0f} orders of magnitude inside the tolerance "
-          f"{tol:.0e}")
+          f"{number(tol, 1)}")
     if thm29 is not None:
         s1 += (f", while the LR of Thm 2.9's exponential run grows to {thm29['final LR']:.4g} and the weight scale "
                f"P_s to {thm29['final P_s']:.1f}")
@@ -529,7 +534,7 @@ def equivalence_found(lemma_errors: Mapping[str, float], exact: Mapping[str, flo
         off = c.loc[c.error > tol, "step"]
         if len(off):
             parts.append(f"{name} leaves the weight-decay run at step {int(off.iloc[0])} (max error "
-                         f"{c.error.max():.1e})")
+                         f"{number(c.error.max(), 2)})")
     if parts:
         out.append("Each dropped part breaks its equivalence: " + "; ".join(parts) + ".")
     out.append(f"In the paper's PreResNet32 setting the LR grows {growth:.4f}× per epoch (Fig. 1: "
@@ -549,7 +554,7 @@ def plot_equivalence_errors(curves: pd.DataFrame, tol: float, title: str):
     for name, c in curves.groupby("theorem", sort=False):
         ax.plot(c.step, c.error.clip(lower=1e-17), color=palette[name], lw=1.4,
                 ls="--" if "without" in name else "-", label=name)
-    ax.axhline(tol, ls=":", c="k", lw=1, label=f"tolerance {tol:.0e}")
+    ax.axhline(tol, ls=":", c="k", lw=1, label=f"tolerance {number(tol, 1)}")
     ax.set_yscale("log")
     ax.set_xlabel("SGD step")
     ax.set_ylabel("relative error ‖P_s θ_s − θ̃_s‖ / ‖θ̃_s‖")
@@ -635,7 +640,7 @@ def toy_table(summary: pd.DataFrame) -> pd.DataFrame:
         "case": summary["case"].map(CASE_NAMES),
         "mean error, last 25 % (%)": [f"{v:.2%}".rstrip("%") for v in summary["mean error (last 25%)"]],
         "max error, last 25 % (%)": [f"{v:.2%}".rstrip("%") for v in summary["max error (last 25%)"]],
-        "final ‖w‖ (mean)": [f"{v:.3g}" for v in summary["final ‖w‖ (mean)"]],
+        "final ‖w‖ (mean)": [f"{number(v, 3)}" for v in summary["final ‖w‖ (mean)"]],
         "longest stretch with angle ≤ ε (it.)": summary["longest run with angle ≤ ε"].astype(int),
         "Thm 3.1 bound (it.)": [findings.num(v, ".0f", "—") for v in summary["Thm 3.1 bound (iterations)"]],
     })
@@ -702,3 +707,21 @@ def plot_toy(curves: pd.DataFrame, summary: pd.DataFrame, eps: float, burn_in: i
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.9), frameon=False, fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def preresnet_conditions(results: pd.DataFrame, paper_cfgs, settling: dict) -> str:
+    """The first screen's caveat of ``li_arora_preresnet32`` (``results.screen.conditions``): N, width, epochs and
+    test images beside the paper profile's, the final test accuracies of the schedules, and the regime the claims
+    speak of: by what factor ‖w‖²/η̃ of TEXP still moved over the first phase (Fig. 1 has it constant)."""
+    from ...results import screen
+
+    ok = results[results["status"] == "finished"]
+    acc = ok.groupby("label")["test_acc"].mean() if len(ok) else []
+    total = settling.get("total", math.nan)
+    regime = ""
+    if total == total:
+        factor = max(total, 1 / total)
+        regime = (f"‖w‖²/η̃ of TEXP {'falls' if total < 1 else 'grows'} {factor:.1f}× over the first phase, "
+                  + ("settled by its end" if settling.get("settled") else
+                     "not settled (the equilibrium the claims speak of is not reached)"))
+    return screen.conditions(results, paper=list(paper_cfgs), accuracy=list(acc), regime=regime, what="final test")

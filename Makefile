@@ -8,7 +8,7 @@ PINS    ?= requirements.txt
 KERNEL  := repro_lib
 STAMP   := $(VENV)/.installed-$(notdir $(PINS))
 
-.PHONY: test reproduce report lab venv clean-results
+.PHONY: test reproduce report site lab venv clean-results
 
 venv: $(STAMP)
 
@@ -32,6 +32,11 @@ reproduce: $(STAMP)
 ## README's results table
 report: $(STAMP)
 	$(BIN)/python -m repro_lib report reports $(NOTEBOOKS)
+
+## site: the published notebooks (reports/) as one static website in site/ (nothing is executed; open
+## site/index.html from disk or serve the folder)
+site: $(STAMP)
+	$(BIN)/python -m repro_lib site reports --out site
 
 ## lab: JupyterLab with the repro_lib kernel, rooted at the repository (notebooks work in it: same data/ and
 ## results/ as `make reproduce`); as root (containers, cloud GPU machines) with --allow-root

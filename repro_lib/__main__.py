@@ -13,6 +13,8 @@
   [--to-n N2 --to-batch-size B2 --to-momentum MU2]``: the tuning factor of Yun et al. Eq. 27, its relaxation time
   and expected angular update per epoch, and the weight decay (or LR) that keeps it at another N, B or μ
   (``repro_lib.tuning``);
+* ``python -m repro_lib site [reports/] [--out site]``: the published notebooks as one static website, read like a
+  book (``repro_lib.runs.site``; nothing is executed): the results table, the theory, a chapter per paper, search;
 * ``python -m repro_lib window [--budget-s S --store reports --out DIR --data-root gpu_data …]``: the budgeted GPU
   window (``repro_lib.runs.window``): train what the store lacks of the Yun et al. paper-protocol queue within
   ``--budget-s`` seconds, stopping between epochs; ``--plan-only`` prints the queue, ``--tidy`` drops the files of
@@ -35,6 +37,10 @@ def main(argv=None) -> int:
 
         window.main(argv[1:])
         return 0
+    if argv[:1] == ["site"]:  # ``python -m repro_lib site --help``
+        from .runs import site
+
+        return site.main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m repro_lib")
     sub = ap.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="execute notebooks with papermill into <results_dir>/<profile>/")
@@ -79,6 +85,9 @@ def main(argv=None) -> int:
     rp.add_argument("notebooks", nargs="*", help="only these published notebooks (names)")
     rp.add_argument("--readme", default="README.md", help="results table to update ('' to leave the README alone)")
     add_tune_parser(sub)
+    sub.add_parser("site", add_help=False,
+                   help="build the static website of the published notebooks (reports/) into site/, nothing "
+                        "executed (`python -m repro_lib site --help`)")
     sub.add_parser("window", add_help=False,
                    help="the budgeted GPU window: train what the store lacks of the paper-protocol queue within a "
                         "time budget (`python -m repro_lib window --help`)")

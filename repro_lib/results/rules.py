@@ -238,6 +238,18 @@ RULES: dict[str, Rule] = {
     # -- AdamP, back-matching, the tuning rule ------------------------------------------------------------------
     "paired >": Rule(">", _PAIRED, reason="the paper's table: one optimizer ends above the other", declared="before"),
     "paired <": Rule("<", _PAIRED, reason="the paper's claim: one quantity ends below the other", declared="before"),
+    "adamp norm <": Rule(
+        "<", _PAIRED, gate="the baseline's weight norm grew (Table 1 reports the projection slowing a growth)",
+        reason="Table 1 / Sec. 3.2: the projection slows the growth of the scale-invariant weights' norm",
+        declared="after", previous="the same rule; the gate already held back both outcomes"),
+    "adamp detection": Rule(
+        "≳", "exact (Clopper–Pearson) binomial interval of the lowest detection rate − 100 over its (step, tensor) "
+             "decisions", margin=0.005,
+        gate="the scale-variant score settled (drift ≤ 10 % over the recorded steps)",
+        reason="Table B.1 prints detection rates to two decimals, so its 100 is a rate of at least 99.995 %: a rate "
+               "shown below that is a miss the paper would have printed",
+        declared="after", previous="holds when every recorded decision is a detection (no interval); no on a miss, "
+                                   "only with a settled score"),
     "backmatching >": Rule(
         ">", _PAIRED, gate="every method converged (train accuracy ≥ 90 % at the end)",
         reason="the supplement's Table 1: scale-amended SGD ends above each baseline", declared="after",

@@ -49,7 +49,7 @@ def record_claims(out_dir: str | os.PathLike, rows: list[dict], caveat: str = ""
     (margin +1.2, within the seed spread 1.5)"), optionally ``peak_tf`` (text), ``train_minutes``, ``ours`` and
     ``paper_value`` (the measured value and the paper's, as text), ``note`` (a sentence the first screen shows under
     the table, once however many rows carry it). ``caveat`` and ``rerun``: the first screen's conditions and re-run
-    lines under the table (``results.screen.conditions`` / ``screen.rerun``)."""
+    lines, shown above the table (``results.screen.conditions`` / ``screen.rerun``)."""
     from ..store import _write_atomic
 
     required = ("paper", "item", "claim", "data", "seeds", "verdict")

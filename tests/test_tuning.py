@@ -282,7 +282,8 @@ def test_a_claim_against_the_rule_is_undecided_while_the_rules_angular_update_st
     found = report.findings(res)
     dtheta = found.set_index("claim").loc[
         "the rule's weight decay at 4B recovers the angular update per epoch of the tuned setting at B"]
-    assert dtheta.word == "undecided" and dtheta.reason.startswith("outside the margin, before the regime settled")
+    assert dtheta.word == "undecided" and dtheta.reason.startswith("against the claim, before the regime settled")
+    assert dtheta.interval["gate_ok"] is False and dtheta.interval["to_decide"].startswith("the regime")
     assert found.attrs["regime"]["settled"] and not found.attrs["regime_rule"]["settled"]
     assert "The rule's Δθ at B = 64 is still drifting" in report.what_we_found(found, res, "CIFAR-10 JPEG stand-in")
     fresh = _fake_results(rule_gain=0.0)  # a shortfall of the same size where the rule's Δθ settled: no

@@ -250,6 +250,28 @@ RULES: dict[str, Rule] = {
                "shown below that is a miss the paper would have printed",
         declared="after", previous="holds when every recorded decision is a detection (no interval); no on a miss, "
                                    "only with a settled score"),
+    "tuning_rule same angle": Rule(
+        "≈", "TOST on the paired t over seeds of log(Δθ at 4B with the rule's λ / Δθ tuned at B)",
+        margin=math.log(1.25),
+        gate="the Δθ of the tuned runs at B and the rule's at 4B settled before the first LR decay",
+        reason="the same Δθ within ×1.25 (margin log 1.25 on the log ratio): the band Sec. 3's 'shared angular "
+               "update' allows; the paper gives no number",
+        declared="after", previous="95 % interval inside ±log 1.25; the gate guarded only a result against the claim"),
+    "tuning_rule >": Rule(
+        ">", _PAIRED, gate="the Δθ of the tuned runs at B and the rule's at 4B settled before the first LR decay",
+        reason="Table 3 (b): at 4B the rule's weight decay ends above keeping the tuned one", declared="after",
+        previous="the same interval; the gate guarded only a result against the claim"),
+    "tuning_rule ≳": Rule(
+        "≳", _PAIRED, margin=1.0,
+        gate="the Δθ of the tuned runs at B and the rule's at 4B settled before the first LR decay",
+        reason="the rule 'recovers' the tuned accuracy: not worse by more than one point, Sec. 6's margin",
+        declared="after", previous="the same interval; the gate guarded only a result against the claim"),
+    "tuning_rule best or second": Rule(
+        "best or second", _POOLED,
+        gate="the Δθ of the tuned runs at B and the rule's at 4B settled before the first LR decay",
+        reason="Tables 3-4's reading: the rule's λ is best or second of the values searched at 4B; each 'above' "
+               "shown by an interval", declared="after",
+        previous="holds on the rule's λ's mean rank alone (best or second)"),
     "backmatching >": Rule(
         ">", _PAIRED, gate="every method converged (train accuracy ≥ 90 % at the end)",
         reason="the supplement's Table 1: scale-amended SGD ends above each baseline", declared="after",

@@ -16,6 +16,7 @@ import pandas as pd
 from ... import data as data_mod
 from ... import profiles, tuning
 from ...results import findings as fnd
+from ...results import rules
 from ...runs import sweep
 from .tuning_rule import BATCH_FACTOR, rule_weight_decay
 
@@ -32,6 +33,11 @@ LEVEL = fnd.LEVEL
 #: the three settings compared, in the order of tables and figures
 ARMS = ("tuned at B", "rule at 4B", "control at 4B")
 PAPER = "Yun et al. 2022"
+#: the rule of each claim (``results.rules.RULES``), in the order of :func:`findings`
+RULE_KEYS = ("tuning_rule same angle", "tuning_rule >", "tuning_rule ≳", "tuning_rule best or second")
+#: what would reach the regime the claims speak of where the gate is closed
+GATE_FIX = ("a longer first phase (more epochs before the first LR decay), so that the Δθ of the tuned runs at B and "
+            "the rule's at 4B settle")
 
 
 # ------------------------------------------------------------------------------------------- numbers
@@ -167,10 +173,14 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
     reg, reg_rule = (fnd.regime(list(a[a.setting == arm].history) if len(a) else []) for arm in ARMS[:2])
     both = (reg["settled"], reg_rule["settled"])
     settled = False if False in both else None if None in both else True
+    n_seeds = results["seed"].nunique() if "seed" in results and len(results) else 0
+    minutes = fnd.train_minutes(results) / n_seeds if n_seeds else None  # one more seed of the whole plan
     rows = []
 
     def row(item, claim, paper_value, ours, iv, word_reason, detail, interval=None):
         word, reason = word_reason
+        if interval is not None and word != "undecided":
+            interval.pop("to_decide", None)
         rows.append(dict(item=item, claim=claim, paper_value=paper_value, ours=ours, mean=iv.get("mean"),
                          lo=iv.get("lo"), hi=iv.get("hi"), seeds=iv.get("n", 0), word=word, reason=reason,
                          verdict=fnd.verdict_words(word, reason, detail),
@@ -179,22 +189,26 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
     # 1. Δθ: the rule's at 4B over the tuned one at B (paired log-ratio); the control's beside it
     p = _pairs(a, "dtheta", ARMS[1], ARMS[0])
     q = _pairs(a, "dtheta", ARMS[2], ARMS[0])
-    iv = paired_interval(np.log(p[ARMS[1]] / p[ARMS[0]])) if len(p) else paired_interval([])
+    rule = rules.rule(RULE_KEYS[0])  # "≈" by TOST: the 90 % interval of the log ratio inside ±log(SAME_ANGLE)
+    iv = paired_interval(np.log(p[ARMS[1]] / p[ARMS[0]]), rule.level) if len(p) else paired_interval([])
     ivc = paired_interval(np.log(q[ARMS[2]] / q[ARMS[0]])) if len(q) else paired_interval([])
     band = math.log(SAME_ANGLE)
     ratio = {k: math.exp(iv[k]) if math.isfinite(iv[k]) else math.nan for k in ("mean", "lo", "hi")}
     cratio = math.exp(ivc["mean"]) if math.isfinite(ivc["mean"]) else math.nan
     # "the same Δθ": the paired log-ratio's interval inside ±log(SAME_ANGLE) (an "≈" with that margin)
-    judged = (fnd.judge_difference(iv["diff"], "≈", margin=band, settled=settled, real_data=real) if iv["n"]
-              else fnd.judge(None, False))
+    judged = (fnd.judge_difference(iv["diff"], "≈", margin=band, settled=settled, real_data=real, rule=rule)
+              if iv["n"] else fnd.judge(None, False))
     pp = paper_protocol()
     t3 = f"Table 3 (b), B = {pp['batch_size']} → {pp['big']}" if pp else "Table 3 (b)"
     row("Eq. 27, λ × 4 at B × 4", "the rule's weight decay at 4B recovers the angular update per epoch of the "
         "tuned setting at B", "the same tuning factor, the same Δθ per epoch (Eq. 27; Fig. 4, after 50 epochs)",
         f"Δθ rule / tuned {_ratio(ratio)}, control / tuned {fnd.num(cratio)}",
         dict(iv, mean=ratio["mean"], lo=ratio["lo"], hi=ratio["hi"]), judged,
-        f"ratio {_ratio(ratio)} (same: within ×{SAME_ANGLE:g}); keeping λ: {fnd.num(cratio)}",
-        interval={**fnd.interval_fields(iv["diff"], margin=band), "scale": "log"})  # estimate, ci: log ratios
+        f"ratio {_ratio(ratio)} (90 %; same: within ×{SAME_ANGLE:g}); keeping λ: {fnd.num(cratio)}",
+        interval={**fnd.interval_fields(iv["diff"], margin=band, rule=rule, gate_ok=settled,
+                                        to_decide=_to_decide(iv["diff"], "≈", band, settled, judged, minutes, real,
+                                                             units="(log ratio)")),
+                  "scale": "log"})  # estimate, ci: log ratios
 
     # 2./3. accuracy: rule − control and rule − tuned, paired by seed
     paper_d = {(ARMS[1], ARMS[2]): pp.get("rule", math.nan) - pp.get("control", math.nan),
@@ -208,11 +222,15 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
         p = _pairs(a, "test_acc", x, y)
         iv = paired_interval(p[x] - p[y]) if len(p) else paired_interval([])
         rel, margin = (">", None) if directional else ("≳", RECOVER_MARGIN)  # recovered: not worse by > margin
-        judged = (fnd.judge_difference(iv["diff"], rel, margin=margin, settled=settled, real_data=real) if iv["n"]
-                  else fnd.judge(None, False))
+        rule = rules.rule(RULE_KEYS[1] if directional else RULE_KEYS[2])
+        judged = (fnd.judge_difference(iv["diff"], rel, margin=margin, settled=settled, real_data=real, rule=rule)
+                  if iv["n"] else fnd.judge(None, False))
         row(item, claim, paper_value, f"{_short(x)} − {_short(y)} {_points(iv)}", iv, judged,
             f"{_short(x)} − {_short(y)} {_points(iv)}" + (f" (margin −{margin:g})" if margin else ""),
-            interval=fnd.interval_fields(iv["diff"], paper_effect=paper_d[(x, y)], margin=margin))
+            interval=fnd.interval_fields(iv["diff"], paper_effect=paper_d[(x, y)], margin=margin, rule=rule,
+                                         gate_ok=settled,
+                                         to_decide=_to_decide(iv["diff"], rel, margin, settled, judged, minutes, real,
+                                                              paper_effect=paper_d[(x, y)])))
 
     # 4. the paper's own reading (Tables 3-4): the rule's λ is best or second of the searched values at 4B
     cells = search(results)
@@ -231,26 +249,62 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
                               pd.Series(dtype=float))
         d_best = fnd.difference(col(w), col(float(others.weight_decay.iloc[0]))) if len(others) else fnd.NO_DIFFERENCE
         seeds = int(mine.runs.iloc[0] - mine.diverged.iloc[0])
+        # the rule's λ against every other λ, each contrast from the pooled error of the 4B search (seed blocks)
+        rule4 = rules.rule(RULE_KEYS[3])
+        ref = next((c for c in per.columns if np.isclose(c, w, rtol=1e-9, atol=0)), None)
+        contrasts = fnd.pooled_contrasts(per, ref) if ref is not None else {}
+        bounds = [(d.lo, d.hi) for d in contrasts.values()]
         if real and seeds < fnd.MIN_SEEDS:
             judged = ("undecided", f"{seeds} seed{'s' if seeds != 1 else ''} on real images, {fnd.MIN_SEEDS} needed")
-        elif rank <= 2:
-            judged = ("holds", "")
         else:
-            second = float(others.weight_decay.iloc[1]) if len(others) > 1 else float(others.weight_decay.iloc[0])
-            judged = fnd.judge_difference(fnd.difference(col(w), col(second)), ">", settled=settled, real_data=real)
+            judged = rules.decide(rule4, contrasts=bounds, gate_ok=settled, real_data=real,
+                                  gate_words="before the regime settled")
+        # the interval the rule reads: the second-lowest bounds (holds: all but one lower bound above 0; no: two
+        # upper bounds below 0)
+        second_lo = sorted(lo for lo, _ in bounds)[1] if len(bounds) > 1 else (bounds[0][0] if bounds else math.nan)
+        second_hi = sorted(hi for _, hi in bounds)[1] if len(bounds) > 1 else (bounds[0][1] if bounds else math.nan)
+        near = (sorted(contrasts.values(), key=lambda d: d.diff)[min(1, len(contrasts) - 1)] if contrasts
+                else fnd.NO_DIFFERENCE)
+        deciding = fnd.Difference(near.diff, second_lo, second_hi, near.n, True, "pooled t (second-lowest bounds)",
+                                  fnd.LEVEL, near.df, near.sd)
         word = {1: "best", 2: "second"}.get(rank, f"rank {rank} of {len(big)}")
+        pooled = (f"; pooled: shown above {sum(lo > 0 for lo, _ in bounds)} of the {len(bounds)} other λ"
+                  if bounds else "")
         row("Eq. 27, λ × 4 at B × 4 (Tables 3-4's reading)", "at 4B the rule's weight decay is best or second of "
             "the searched values", _paper_rank(pp, t3),
             f"{word} of {len(big)}, {d_best.text()} to the best other", dict(mean=rank, lo=math.nan, hi=math.nan,
                                                                               n=int(mine.runs.iloc[0])),
             judged, f"{word} of {len(big)} values of λ at 4B, {d_best.text()} points to the best other λ "
-                    f"(paired by seed)", interval=fnd.interval_fields(d_best))
+                    f"(paired by seed){pooled}",
+            interval={**fnd.interval_fields(deciding, rule=rule4, gate_ok=settled,
+                                            to_decide=_to_decide(deciding, ">", None, settled, judged, minutes, real,
+                                                                 blocks=max(1, len(bounds)))),
+                      "contrasts": {f"{c:g}": [_fin(d.lo), _fin(d.hi)] for c, d in contrasts.items()}})
     else:
         row("Eq. 27, λ × 4 at B × 4 (Tables 3-4's reading)", "at 4B the rule's weight decay is best or second of "
             "the searched values", _paper_rank(pp, t3), "", {}, fnd.judge(None, False), "")
     out = pd.DataFrame(rows)
     out.attrs.update(regime=reg, regime_rule=reg_rule)
     return out
+
+
+def _to_decide(d, rel, margin, settled, judged, minutes, real, paper_effect=None, units="points", blocks=1) -> str:
+    """What would decide an *undecided* claim (``to_decide``): the regime where the gate is closed (:data:`GATE_FIX`),
+    and the seeds (cpu minutes at ``minutes`` per seed of the plan) at the observed spread (``findings.decide_text``)."""
+    word, reason = judged
+    if word != "undecided" or not real or not math.isfinite(d.diff):
+        return ""
+    gated = reason.startswith(("the claimed way,", "against the claim,"))
+    pe = paper_effect if paper_effect is not None and math.isfinite(paper_effect) else None
+    seeds = "" if gated else fnd.decide_text(d, rel, margin=margin, minutes_per_seed=minutes, paper_effect=pe,
+                                             units=units, blocks=blocks)
+    if settled is False:
+        return fnd.decide_text(d, rel, gated=True, gate_fix=GATE_FIX) + (f"; then {seeds}" if seeds else "")
+    return seeds
+
+
+def _fin(v):
+    return float(v) if v is not None and math.isfinite(v) else None
 
 
 def _paper_rank(pp: dict, t3: str) -> str:

@@ -23,7 +23,10 @@ import plain_loop  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: tiny tensors
 
-TINY = ["--device", "cpu", "--width", "4", "--n", "32", "--n-test", "64", "--batch-size", "16", "--epochs", "1"]
+# a budget far above what the smoke-size work takes, so that no measurement is cut or skipped on a slow or loaded
+# machine (a spent budget has its own test, with "--budget-s 0" after these)
+TINY = ["--device", "cpu", "--width", "4", "--n", "32", "--n-test", "64", "--batch-size", "16", "--epochs", "1",
+        "--budget-s", "3600"]
 MEMBERS = (1, 2)
 REQUIRED = ("path", "precision", "members", "images_per_s", "tflops", "valid")
 PATHS = ("paper", "onegraph", "streams", "plain")

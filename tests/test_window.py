@@ -25,6 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: tiny tensors
 EPOCHS = 5
 SEED_ARGS = ["--seeds", "0"]
 QUEUE_ARGS = ["--tiny", "--epochs", str(EPOCHS), "--max-runs", "4", "--max-members", "2", *SEED_ARGS]
+AMPLE = 3600.0  # a budget far above what a call that should finish its queue needs, on any machine
 
 
 def slow_epochs(m, seconds: float) -> None:
@@ -126,7 +127,7 @@ def test_window_stops_resumes_and_skips(carried, tmp_path, monkeypatch):
         assert (local / "checkpoints" / f"{h}.pt").is_file()  # unpacked from the output
 
     # 2: resumes the cut group from its checkpoints, then trains the second group; brings back four records
-    log2, out2, _ = call(2, 300.0)
+    log2, out2, _ = call(2, AMPLE)
     assert log2["stopped"] == "queue finished"
     first = log2["groups"][0]
     assert {r["hash"] for r in first["runs"]} == set(cut) and first["start_epoch"] == min(cut.values())
@@ -143,7 +144,7 @@ def test_window_stops_resumes_and_skips(carried, tmp_path, monkeypatch):
     assert len(removed) >= 2 and not any((local / "checkpoints").glob("*.pt"))
 
     # 3: nothing left to do
-    log3, out3, _ = call(3, 300.0)
+    log3, out3, _ = call(3, AMPLE)
     assert log3["groups"] == [] and log3["stopped"] == "queue finished"
     assert sum(q["finished_before"] for q in log3["queue"]) == 4 and not (out3 / "records.tar.gz").exists()
 
@@ -190,7 +191,7 @@ def test_the_stop_goes_through_the_clock_hook(carried, tmp_path, monkeypatch):
                          for clock, tc, bc in calls)
     assert (train.CheckpointClock, batched.CheckpointClock) == engine
 
-    log2 = pw.main([*args, "--budget-s", "300", "--out", str(tmp_path / "out2")])
+    log2 = pw.main([*args, "--budget-s", str(AMPLE), "--out", str(tmp_path / "out2")])
     assert log2["stopped"] == "queue finished" and [g["status"] for g in log2["groups"]] == ["finished"]
     assert log2["groups"][0]["start_epoch"] == min(cut.values())
     assert (train.CheckpointClock, batched.CheckpointClock) == engine
@@ -260,7 +261,7 @@ def test_window_with_a_lockstep_engine_stops_resumes_and_equals_fit(carried, tmp
     assert log1["engine"] == engine and log1["rate_basis"] == "estimated"
     assert log1["groups"][0]["status"] == "budget" and log1["groups"][0]["engine"] == engine
     assert len(log1["cut"]) == 2
-    log2 = pw.main([*args, "--budget-s", "300", "--out", str(tmp_path / "out2")])
+    log2 = pw.main([*args, "--budget-s", str(AMPLE), "--out", str(tmp_path / "out2")])
     assert [(g["status"], g["engine"]) for g in log2["groups"]] == [("finished", engine)]
     s = Store(store)
     queue = [c for it in pw.build_queue((0,), tiny=True, epochs=EPOCHS, max_runs=2) for c in it.cfgs]
@@ -278,7 +279,7 @@ def test_a_failing_engine_falls_back_to_the_paper_path(carried, tmp_path, monkey
 
     monkeypatch.setattr(lockstep, "fit_lockstep", broken)
     log = pw.main(["--tiny", "--epochs", "2", "--max-runs", "2", "--max-members", "2", *SEED_ARGS, "--budget-s",
-                   "300", "--reserve-s", "0", "--store", str(tmp_path / "s"), "--out", str(tmp_path / "o"),
+                   str(AMPLE), "--reserve-s", "0", "--store", str(tmp_path / "s"), "--out", str(tmp_path / "o"),
                    "--data-root", str(gpu_data), "--engine", "onegraph"])
     assert [(g["engine"], g["status"]) for g in log["groups"]] == [("onegraph", "error"), ("paper", "finished")]
     assert log["engine"] == "paper" and "capture failed" in log["engine_why"] and len(log["finished"]) == 2

@@ -134,12 +134,17 @@ def _markdown_cell(text: str, cell_id: str) -> dict:
     return {"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": text}
 
 
-def page_notebook(page: Page) -> dict:
+def page_notebook(page: Page, profile_in_title: bool = False) -> dict:
     """The executed notebook of ``page`` as the site shows it: its cells and outputs as published, the re-run
     commands (:func:`rerun_cell`) under its result (the ``publish.result_first()`` cell under the claim; else under
-    the first cell)."""
+    the first cell); ``profile_in_title``: its title (the first line of the first cell) names the profile, for a
+    notebook published in several."""
     nb = json.loads(page.source.read_text())
     cells = nb["cells"]
+    if profile_in_title and cells and cells[0]["cell_type"] == "markdown":
+        first, _, rest = "".join(cells[0]["source"]).partition("\n")
+        if first.startswith("# "):
+            cells[0]["source"] = f"{first} ({page.profile} profile)\n{rest}"
     result = next((k for k, c in enumerate(cells[:4]) if c["cell_type"] == "code"
                    and "result_first" in "".join(c["source"])), 0)
     cells.insert(result + 1, rerun_cell(page))
@@ -279,7 +284,9 @@ CSS = """\
 div.math { overflow-x: auto; margin: 1em 0; }
 div.math .eqno { float: right; }
 .admonition pre, div.highlight pre { white-space: pre-wrap; word-break: break-word; }
-table.docutils td, table.docutils th { padding: 0.3rem 0.5rem; }
+table.docutils td, table.docutils th, .bd-article table td, .bd-article table th { padding: 0.3rem 0.5rem; }
+.bd-article table { font-size: 0.9em; }
+.bd-article h1 { font-size: 2.1rem; }
 """
 
 
@@ -293,7 +300,9 @@ def sphinx_config() -> dict:
         "html_title": "Scale-invariant networks: the reproductions",
         "html_theme_options": {"use_download_button": False, "use_fullscreen_button": False,
                                "show_toc_level": 2, "home_page_in_toc": False, "navbar_persistent": [],
-                               "footer_content_items": []},
+                               "footer_content_items": [],
+                               # the wide tables of the landing page and of all claims get the page's width
+                               "secondary_sidebar_items": {"**": ["page-toc"], "index": [], "claims": []}},
         "html_context": {"default_mode": "light"},
         "html_static_path": ["_site_static"],
         "html_extra_path": ["_extra"],  # each notebook's folder of tables and figures, beside its page
@@ -324,9 +333,10 @@ def write_sources(reports: str | os.PathLike, src: str | os.PathLike) -> list[Pa
     all_pages = pages(reports)
     if not all_pages:
         raise ValueError(f"reports: no published notebook under {reports}/<profile>/ to build a site from")
+    names = [p.name for p in all_pages]
     for p in all_pages:
         (src / p.profile).mkdir(parents=True, exist_ok=True)
-        (src / f"{p.docname}.ipynb").write_text(json.dumps(page_notebook(p)))
+        (src / f"{p.docname}.ipynb").write_text(json.dumps(page_notebook(p, names.count(p.name) > 1)))
         files = p.source.parent / p.name  # its tables, figures, claims.json: the page's outputs link to them
         if files.is_dir():
             shutil.copytree(files, src / "_extra" / p.docname)
@@ -344,7 +354,8 @@ def write_sources(reports: str | os.PathLike, src: str | os.PathLike) -> list[Pa
         chapter_docs.append(doc)
     (src / "index.md").write_text(landing_markdown(reports, all_pages, chapter_docs, theory is not None))
     claims = publish.full_table(reports).replace("# Published results: every claim", "# All claims", 1)
-    claims = re.sub(r"<!--.*?-->\n*", "", claims)
+    claims = re.sub(r"<!--.*?-->\n*", "", claims).replace("The README's *Results at a glance*",
+                                                          "[Results at a glance](index.md)")
     (src / "claims.md").write_text(_links_to_pages(claims, all_pages))
     (src / "_site_static").mkdir(exist_ok=True)
     (src / "_site_static" / "repro_lib.css").write_text(CSS)

@@ -212,6 +212,7 @@ def forest(cols: pd.DataFrame, summary: dict, ax_gap, ax_opt) -> None:
             ax.axvline(m, color="0.4", ls="--" if m else ":", lw=0.9)
         ax.set_yticks([*y, 0], [*c["column"], "pooled"], fontsize=7)
         ax.set_xlabel(xlabel)
+        ax.set_ylabel("grid column (its own interval)")
         ax.set_ylim(-1, len(c) + 3)
     ax_gap.set_title("Yellow cell against the best other cell")
     ax_opt.set_title("Where the fitted optimum lies")

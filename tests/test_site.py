@@ -22,6 +22,9 @@ pytest.importorskip("sphinx", reason="the site needs sphinx (requirements-nopins
 pytest.importorskip("myst_nb", reason="the site needs myst-nb (requirements-nopins.txt)")
 bs4 = pytest.importorskip("bs4")
 
+# Sphinx's own deprecation notices about the themes it loads (not about this package)
+pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "reports"
 

@@ -226,6 +226,9 @@ def landing_markdown(reports: str | os.PathLike, all_pages: list[Page], chapter_
                      theory: bool) -> str:
     """``index``: what the book holds, the results table, the table of contents."""
     toc = "\n".join([*(["theory"] if theory else []), *chapter_docs, "claims"])
+    papers = len({p.paper for p in all_pages if p.paper != OTHER})
+    count = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")[papers] if papers < 10 \
+        else str(papers)
     first = (f"the [theory](theory.ipynb) every notebook relies on (Lemma 1, the effective learning rate, the angular "
              f"update and the tuning factor), then " if theory else "")
     return f"""# Scale-invariant networks: the reproductions
@@ -233,7 +236,7 @@ def landing_markdown(reports: str | os.PathLike, all_pages: list[Page], chapter_
 A network is *scale-invariant* when its loss does not change if the weights in front of a normalization layer are
 rescaled: only their direction matters, and the learning rate, weight decay, momentum, batch size and data size act
 on that direction through a few combined quantities. This book holds the executed notebooks of `repro_lib`, which
-reproduces four papers about that effect: {first}one chapter per paper, each notebook with the paper's claim, our
+reproduces {count} paper{'s' if papers != 1 else ''} about that effect: {first}one chapter per paper, each notebook with the paper's claim, our
 result under it, the protocol, our tables and figures beside the paper's, and what we found. Every notebook page
 says how to re-run it.
 
@@ -452,6 +455,9 @@ def build(reports: str | os.PathLike = "reports", out: str | os.PathLike = "site
         broken = check(html_dir)
         if broken:
             raise SiteError("links or images that do not resolve:\n" + "\n".join(broken))
+        sources = html_dir / "_sources"  # left empty: the pages do not link their sources
+        if sources.is_dir() and not any(sources.iterdir()):
+            sources.rmdir()
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(html_dir, out)

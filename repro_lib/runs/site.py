@@ -8,7 +8,9 @@ them through myst-nb (its execution switched off) in the Jupyter Book theme (``s
 * ``theory.html``: the theory every notebook relies on, the cells of ``yun2022_section3`` from its first to its
   last heading "Theory ..." (Lemma 1 checked on the package's network; Eqs. 8-11, 26-27), outputs included;
 * one chapter per paper (``papers.registry``: the papers and their notebooks in the registry's order), a page per
-  published notebook with its tables and figures and, under its title, the commands that re-run it;
+  published notebook with its tables and figures and, under its result, the commands that re-run it; beside the
+  page, the notebook's folder of files (``<profile>/<name>/``: tables, figures, ``claims.json``) that its outputs
+  link to;
 * ``claims.html``: every claim with its numbers (``results.publish.full_table``, as ``reports/README.md``);
 * a search box (Sphinx's search index, a script file: it works from disk); equations as MathML written at build
   time (``latex2mathml``), which the browser renders itself: no page loads anything from the network.
@@ -229,6 +231,7 @@ def landing_markdown(reports: str | os.PathLike, all_pages: list[Page], chapter_
     papers = len({p.paper for p in all_pages if p.paper != OTHER})
     count = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")[papers] if papers < 10 \
         else str(papers)
+    count += " paper" if papers == 1 else " papers"
     first = (f"the [theory](theory.ipynb) every notebook relies on (Lemma 1, the effective learning rate, the angular "
              f"update and the tuning factor), then " if theory else "")
     return f"""# Scale-invariant networks: the reproductions
@@ -236,8 +239,8 @@ def landing_markdown(reports: str | os.PathLike, all_pages: list[Page], chapter_
 A network is *scale-invariant* when its loss does not change if the weights in front of a normalization layer are
 rescaled: only their direction matters, and the learning rate, weight decay, momentum, batch size and data size act
 on that direction through a few combined quantities. This book holds the executed notebooks of `repro_lib`, which
-reproduces {count} paper{'s' if papers != 1 else ''} about that effect: {first}one chapter per paper, each notebook with the paper's claim, our
-result under it, the protocol, our tables and figures beside the paper's, and what we found. Every notebook page
+reproduces {count} about that effect: {first}one chapter per paper, each notebook with the paper's claim, our result
+under it, the protocol, our tables and figures beside the paper's, and what we found. Every notebook page
 says how to re-run it.
 
 ## Results at a glance
@@ -425,7 +428,8 @@ class SiteError(RuntimeError):
 def build(reports: str | os.PathLike = "reports", out: str | os.PathLike = "site", quiet: bool = True,
           log=print) -> Path:
     """Build the site from the published notebooks in ``reports`` into ``out`` (replaced whole where it holds a site
-    built before; any other non-empty folder is refused with a ``ValueError``); returns ``out/index.html``. A Sphinx warning (a link that does not resolve, a notebook it cannot read) is a
+    built before; any other non-empty folder is refused with a ``ValueError``); returns ``out/index.html``. A Sphinx
+    warning (a link that does not resolve, a notebook it cannot read, an equation latex2mathml cannot convert) is a
     :class:`SiteError`, and so is a link or image of the built pages that does not resolve (:func:`check`)."""
     import io
 

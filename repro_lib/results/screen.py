@@ -78,10 +78,11 @@ def _span(values, fmt=",.0f") -> str:
 
 
 def n_test_images(cfg) -> int:
-    """How many test images a run of ``cfg`` is scored on (``n_test``, 0 = the dataset's whole test set)."""
+    """How many test images a run of ``cfg`` is scored on (``n_test`` or an ImageFolder run's ``n_val``; 0 = the
+    dataset's whole test set)."""
     from ..data import DATASETS
 
-    n_test = int(getattr(cfg, "n_test", 0) or 0)
+    n_test = int(getattr(cfg, "n_test", 0) or getattr(cfg, "n_val", 0) or 0)
     if n_test:
         return n_test
     info = DATASETS.get(getattr(cfg, "dataset", ""))
@@ -117,13 +118,19 @@ def conditions(runs, paper=None, accuracy=None, paper_accuracy=None, regime: str
         return _span([getattr(c, field) for c in pcfgs]) if pcfgs else ""
 
     def part(field, words):
-        ours = _span([getattr(c, field) for c in cfgs])
+        values = [getattr(c, field, None) for c in cfgs]
+        if all(v is None for v in values):  # a config kind without the field (ImageFolderConfig: no width)
+            return ""
+        ours = _span(values)
         theirs = paper_span(field)
-        return words(ours) + (f" (paper {theirs})" if theirs and theirs != ours else "")
+        if field == "n":  # an ImageFolder run's n = 0: every training image
+            ours, theirs = ("all" if ours == "0" else ours), ("all" if theirs == "0" else theirs)
+        return words(ours) + (f" (paper {theirs})" if theirs and theirs != "?" and theirs != ours else "")
 
     bits = [part("n", lambda s: f"N = {s} training images"), part("width", lambda s: f"width {s}"),
             part("num_epochs", lambda s: f"{s} epochs"),
             f"scored on {_span([n_test_images(c) for c in cfgs])} test images"]
+    bits = [b for b in bits if b]
     acc = _range_text(accuracy)
     if acc:
         pacc = _range_text(paper_accuracy)

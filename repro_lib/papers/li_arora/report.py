@@ -239,18 +239,23 @@ def decay_epochs(hist: pd.DataFrame, label: str = "step decay + WD") -> list[flo
 
 
 def _plot_runs(ax, hist: pd.DataFrame, labels, metric: str, construction: Mapping[str, str]) -> None:
-    for label in labels:
+    for k, label in enumerate(labels):
         sub = hist[hist.label == label].dropna(subset=[metric])
         if sub.empty:
             continue
         g = sub.groupby("epoch")[metric]
         mean = g.mean()
         color, ls = RUN_COLORS.get(label, "k"), LINESTYLES.get(construction.get(label, ""), "-")
-        # a metric evaluated at a few epochs only (test accuracy, eval_every): markers at the evaluations and a thin
-        # line, so that a straight segment between two of them does not read as a measured trend
-        sparse = len(mean) < 0.5 * hist["epoch"].nunique()
-        ax.plot(mean.index, mean.values, color=color, ls=ls, lw=0.8 if sparse else 1.7, label=label,
-                marker="o" if sparse else None, ms=5)
+        # a metric evaluated at a few epochs only (test accuracy, eval_every): a marker per evaluation with the seeds'
+        # range as a bar, no line between them (a straight segment between two evaluations is not a measured trend)
+        if len(mean) < 0.5 * hist["epoch"].nunique():
+            lo, hi = mean - g.min(), g.max() - mean
+            dodge = 0.15 * (k - (len(labels) - 1) / 2)  # runs evaluated at one epoch side by side, not on top
+            spread = [lo.values, hi.values] if sub["seed"].nunique() > 1 else None
+            ax.errorbar(mean.index + dodge, mean.values, yerr=spread, color=color, ls="none", marker="o", ms=5,
+                        capsize=3, lw=1, label=label)
+            continue
+        ax.plot(mean.index, mean.values, color=color, ls=ls, lw=1.7, label=label)
         if sub["seed"].nunique() > 1:  # the seeds' range
             ax.fill_between(mean.index, g.min().values, g.max().values, color=color, alpha=0.15, lw=0)
 

@@ -22,7 +22,7 @@ pytest.importorskip("sphinx", reason="the site needs sphinx (requirements-nopins
 pytest.importorskip("myst_nb", reason="the site needs myst-nb (requirements-nopins.txt)")
 bs4 = pytest.importorskip("bs4")
 
-# Sphinx's own deprecation notices about the themes it loads (not about this package)
+# Sphinx's own deprecation notices about the themes it loads (not about this package) left out
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,9 +31,19 @@ REPORTS = ROOT / "reports"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site") / "site"
-    index = site_mod.build(REPORTS, out, log=None)
-    assert index == out / "index.html" and index.exists()
+    """The site built from ``reports/``, once per test run: pytest-xdist workers share it (the first one builds it
+    under a lock; the others wait for it) instead of each building its own."""
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared  # the run's folder, not the worker's
+    out = shared / "site"
+    with open(shared / "site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / ".built").exists():
+            index = site_mod.build(REPORTS, out, log=None)
+            assert index == out / "index.html" and index.exists()
+            (out / ".built").write_text("")
     return out
 
 

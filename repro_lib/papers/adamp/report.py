@@ -554,7 +554,8 @@ def cifar_contrasts(runs: pd.DataFrame, real_data: bool = True) -> pd.DataFrame:
     ``findings.judge_difference``) by its rule (:data:`CLAIM_RULES`); a norm-growth claim whose baseline's norm did
     not grow is *undecided* whichever way the interval points (:func:`no_growth`, the rule's gate). ``interval``
     carries ``rule``, ``gate_ok`` and, for an *undecided* claim, ``to_decide`` (seeds and cpu minutes at the observed
-    spread; for accuracy, also those that would resolve the paper's own difference). Columns: name, a, b, relation, value_a, value_b (means over seeds), diff, lo, hi,
+    spread; for accuracy, also those that would resolve the paper's own difference). Columns: name, a, b, relation,
+    value_a, value_b (means over seeds), diff, lo, hi,
     resolution, seeds, word, reason, paper_effect (Table 1's / Table 2's own difference), interval (the claims.json
     fields)."""
     rows = []

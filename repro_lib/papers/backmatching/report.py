@@ -122,7 +122,8 @@ def column_claims(results: pd.DataFrame, item: str = "Table 1") -> list[dict]:
             elif "no" in words:
                 word, reason = "no", ""
             else:  # a gated result names its lean; one within the noise says so
-                lean = {m: r for m, (w, r) in judged.items() if r.startswith(("the claimed way,", "against the claim,"))}
+                lean = {m: r for m, (w, r) in judged.items()
+                        if r.startswith(("the claimed way,", "against the claim,"))}
                 against = [m for m, r in lean.items() if r.startswith("against")]
                 word, reason = "undecided", (
                     f"against the claim for {', '.join(SHORT[m] for m in against)}, before training converged"
@@ -155,7 +156,8 @@ def column_claims(results: pd.DataFrame, item: str = "Table 1") -> list[dict]:
                          claim=claim_text(rivals, table_paper),
                          data=findings.dataset_label(list(g["cfg"])), seeds=seeds,
                          verdict=findings.verdict_words(word, reason, detail),
-                         ours=f"means of {seeds} seed{'s' if seeds != 1 else ''}: {_values(mean.reindex(cols))} ({_best(mean)})",
+                         ours=(f"means of {seeds} seed{'s' if seeds != 1 else ''}: {_values(mean.reindex(cols))} "
+                               f"({_best(mean)})"),
                          paper_value=f"medians of 3 runs: {_values(table_paper)} ({_best(table_paper)})",
                          train_minutes=findings.train_minutes(g), word=word, rival=weakest,
                          previous_word=_previous_word(diffs, reg["converged"], real) if judged else word,

@@ -229,6 +229,30 @@ def bootstrap_difference(statistic, samples: pd.DataFrame, level: float = LEVEL,
     return Difference(point, lo, hi, len(samples), True, "bootstrap over seeds")
 
 
+def ratio_interval(ratios, level: float = 0.90) -> Difference:
+    """The interval of a ratio measured once per seed (e.g. max/min of Δθ across a notebook's columns, within each
+    seed): the t interval of its logarithm over seeds at ``level``, exponentiated -- a seed-level t, not a bootstrap
+    (over 3 seeds a bootstrap has 10 distinct resamples: their range is no interval). ``diff`` is the geometric mean
+    of the per-seed ratios; ``sd`` the sd of their logs (:func:`decide_text` sizes runs on that scale); NaN interval
+    with fewer than two seeds."""
+    from scipy import stats
+
+    r = _per_seed(ratios)
+    r = r[r > 0]
+    n = len(r)
+    if not n:
+        return Difference(math.nan, math.nan, math.nan, 0, True, "t on log ratio over seeds", level)
+    logs = np.log(r.to_numpy())
+    mean = float(logs.mean())
+    if n < 2:
+        return Difference(math.exp(mean), math.nan, math.nan, n, True, "t on log ratio over seeds", level)
+    sd = float(logs.std(ddof=1))
+    q = stats.t.ppf(1 - (1 - level) / 2, n - 1)
+    half = q * sd / math.sqrt(n)
+    return Difference(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, True,
+                      "t on log ratio over seeds", level, n - 1, sd)
+
+
 def judge_difference(d: Difference, relation: str, margin: float | None = None, settled: bool | None = True,
                      real_data: bool = True, unsettled: str = "before the regime settled",
                      rule: "rules.Rule | None" = None) -> tuple[str, str]:

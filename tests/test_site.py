@@ -51,18 +51,21 @@ def _soup(path: Path):
     return bs4.BeautifulSoup(path.read_text(), "html.parser")
 
 
-def _readme_rows(block: str | None = None) -> list[tuple[str, str, str]]:
+def _readme_rows(block: str | None = None, claims: bool = False) -> list[tuple[str, ...]]:
     """``(verdict, profile, notebook)`` of every row of the README's results table (or of ``block``, a results
-    table as ``publish.summary`` writes it)."""
+    table as ``publish.summary`` writes it); ``claims``: ``(claim, ours)`` of every row instead."""
     block = publish.readme_results(ROOT / "README.md") if block is None else block
-    verdict, notebook = publish.SHORT_COLUMNS.index("verdict"), publish.SHORT_COLUMNS.index("notebook")
+    col = {c: publish.SHORT_COLUMNS.index(c) for c in ("verdict", "notebook", "claim", "ours")}
     rows = []
     for line in block.splitlines():
         cells = site_mod.split_row(line) if line.startswith("| ") else []
         if len(cells) == len(publish.SHORT_COLUMNS) and cells[0] != "paper":
-            m = re.fullmatch(r"\[([\w-]+)\]\((?:.*/)?([\w-]+)/([\w-]+)\.ipynb\)", cells[notebook])
-            assert m, cells[notebook]
-            rows.append((cells[verdict], m.group(2), m.group(3)))
+            if claims:
+                rows.append(tuple(cells[col[c]].replace("\\|", "|") for c in ("claim", "ours")))
+                continue
+            m = re.fullmatch(r"\[([\w-]+)\]\((?:.*/)?([\w-]+)/([\w-]+)\.ipynb\)", cells[col["notebook"]])
+            assert m, cells[col["notebook"]]
+            rows.append((cells[col["verdict"]], m.group(2), m.group(3)))
     return rows
 
 
@@ -103,7 +106,7 @@ def test_the_landing_page_shows_the_readme_results_with_verdicts_linked_to_their
     expected = _readme_rows()
     assert expected, "no results table in README.md"
     soup = _soup(site / "index.html")
-    got = []
+    got, texts = [], []
     for table in soup.select("article table"):
         head = [th.get_text(strip=True).replace("\u2019", "'") for th in table.select("thead th")]  # smart quote
         if head != list(publish.SHORT_COLUMNS):
@@ -117,6 +120,8 @@ def test_the_landing_page_shows_the_readme_results_with_verdicts_linked_to_their
             target = (site / link["href"]).resolve()
             assert target.exists()
             got.append((tds[v].get_text(strip=True), target.parent.name, target.stem))
+            texts.append(tuple(tds[head.index(c)].get_text(" ", strip=True) for c in ("claim", "ours")))
+    assert texts == _readme_rows(publish.summary(REPORTS), claims=True)  # the claims as written ("TEXP--")
     assert got == _readme_rows(publish.summary(REPORTS))  # the table of the notebooks the site is built from
     assert got == expected, ("README.md's results table is not the published notebooks' (`python -m repro_lib "
                              "summary reports --readme README.md`)")
@@ -159,6 +164,12 @@ def test_check_finds_broken_links_other_hosts_and_absolute_paths(tmp_path):
     assert any("a/b.html#x" in b and "no such anchor" in b for b in bad)
     assert any("index.html#nope" in b for b in bad)
     assert len(bad) == 5
+
+
+def test_verdict_classes():
+    assert site_mod.verdict_class("holds") == "verdict-holds"
+    assert site_mod.verdict_class("not run") == "verdict-not-run"
+    assert site_mod.verdict_class("holds 1 / undecided 3") == "verdict-mixed"
 
 
 def test_split_row_keeps_escaped_pipes():

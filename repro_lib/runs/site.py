@@ -218,10 +218,17 @@ def results_markdown(reports: str | os.PathLike, all_pages: list[Page]) -> str:
         if len(cells) == len(publish.SHORT_COLUMNS) and not line.startswith("|---"):
             m = re.fullmatch(r"\[[^\]]*\]\(([^)]*)\)", cells[notebook])
             if m and cells[verdict]:
-                cells[verdict] = f"[{cells[verdict]}]({m.group(1)})"
+                cells[verdict] = f"[{cells[verdict]}]({m.group(1)}){{.{verdict_class(cells[verdict])}}}"
             line = "| " + " | ".join(cells) + " |"
         out.append(line)
     return "\n".join(out)
+
+
+def verdict_class(words: str) -> str:
+    """The CSS class of a verdict cell: ``verdict-holds``, ``verdict-no``, ``verdict-undecided``,
+    ``verdict-not-run`` where the group has one word, ``verdict-mixed`` where it counts several."""
+    word = re.sub(r"\s+\d+$", "", words.strip())
+    return "verdict-" + slug(word) if "/" not in words and word else "verdict-mixed"
 
 
 def landing_markdown(reports: str | os.PathLike, all_pages: list[Page], chapter_docs: list[str],
@@ -293,6 +300,10 @@ div.math .eqno { float: right; }
 table.docutils td, table.docutils th, .bd-article table td, .bd-article table th { padding: 0.3rem 0.5rem; }
 .bd-article table { font-size: 0.9em; }
 .bd-article h1 { font-size: 2.1rem; }
+a.verdict-holds { color: #1a7f37; font-weight: 600; }
+a.verdict-no { color: #cf222e; font-weight: 600; }
+a.verdict-undecided { color: #9a6700; }
+a.verdict-not-run, a.verdict-mixed { color: inherit; }
 """
 
 
@@ -313,6 +324,7 @@ def sphinx_config() -> dict:
         "html_static_path": ["_site_static"],
         "html_extra_path": ["_extra"],  # each notebook's folder of tables and figures, beside its page
         "html_css_files": ["repro_lib.css"],
+        "smartquotes": False,  # the text as written: "TEXP--" is a schedule's name, not an en dash
         "html_copy_source": False,
         "html_show_sourcelink": False,
         "html_show_sphinx": False,
@@ -322,7 +334,7 @@ def sphinx_config() -> dict:
         "nb_execution_mode": "off",
         "nb_merge_streams": True,
         "nb_render_markdown_format": "myst",  # the notebooks' Markdown results are tables
-        "myst_enable_extensions": ["dollarmath", "amsmath"],
+        "myst_enable_extensions": ["dollarmath", "amsmath", "attrs_inline"],
         "myst_heading_anchors": 3,
         "myst_update_mathjax": False,
         "suppress_warnings": ["myst.header", "mystnb.unknown_mime_type"],

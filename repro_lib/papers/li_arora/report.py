@@ -13,6 +13,7 @@ Kept apart from ``exp_lr`` (which the registry imports, and so may not import ``
 from __future__ import annotations
 
 import math
+import re
 from typing import Mapping
 
 import numpy as np
@@ -471,12 +472,14 @@ def preresnet_found(cfg, paper_cfg, hist: pd.DataFrame, judged: pd.DataFrame, ex
 # ------------------------------------------------------------------------------------------------------------
 def identity_words(errors: Mapping[str, float], tol: float) -> str:
     """``findings.identity_verdict`` in the three words: *holds* when every relative error is within ``tol``
-    (deterministic float64: no seeds, no other noise), *no* otherwise."""
+    (deterministic float64: no seeds, no other noise), *no* otherwise; its numbers written for people
+    (``results.tables.number``)."""
     line = findings.identity_verdict(errors, tol)
     if line.startswith("n/a"):
         return findings.verdict_words(*findings.judge(None, False))
     word, _ = findings.judge(line.startswith("holds"), True)
-    return findings.verdict_words(word, "", line.split(": ", 1)[1])
+    detail = re.sub(r"-?\d+(?:\.\d+)?e[-+]\d+", lambda m: number(float(m.group(0)), 2), line.split(": ", 1)[1])
+    return findings.verdict_words(word, "", detail)  # the errors without raw exponents (5.1·10⁻¹⁵)
 
 
 def equivalence_claims(lemma_errors: Mapping[str, float], exact: Mapping[str, float],

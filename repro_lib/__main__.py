@@ -32,6 +32,8 @@ from .runs.notebook import RUN_DEFAULTS, find_notebooks, run_notebooks, split_pa
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["tune"]:
+        argv = ["tune", *_tune_argv(argv[1:])]
     if argv[:1] == ["window"]:  # every option is the window's own (``python -m repro_lib window --help``)
         from .runs import window
 
@@ -131,7 +133,44 @@ example (Yun et al. 2022, Table 1: CIFAR-10, N = 50,000, B = 128, eta = 0.1, mu 
     -> weight decay 0.0002
   python -m repro_lib tune --n 50000 --batch-size 128 --lr 0.1 --momentum 0.9 --weight-decay 2e-4 --to-batch-size 512
     -> tuning factor 0.078125 (10/128); at B = 512 weight decay 0.0008 (or learning rate 0.4)
+  python -m repro_lib tune --optimizer adamw --n 50000 --batch-size 128 --lr 1e-3 --weight-decay 0.05
+    -> AdamW's factor N*lr*wd/B = 0.0195
+
+B is the global batch (per-device batch x devices x gradient-accumulation steps); with warmup or a cosine or step
+schedule, lr is the initial (peak) one, as the paper's Tables 1-6 quote it.
 """
+#: the options of ``tune`` that take a value (a negative number after one is its value, not an option)
+_TUNE_VALUED = ("--n", "--batch-size", "--lr", "--momentum", "--weight-decay", "--tuning-factor", "--to-n",
+                "--to-batch-size", "--to-momentum", "--optimizer")
+
+
+def _tune_argv(argv: list[str]) -> list[str]:
+    """``--weight-decay -2e-4`` as ``--weight-decay=-2e-4``: argparse reads a token with an exponent and a leading
+    minus as an option, so the value reaches the range check and its one-line message instead."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in _TUNE_VALUED and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            try:
+                float(argv[i + 1].replace("_", "").split("/")[0])
+                out.append(f"{argv[i]}={argv[i + 1]}")
+                i += 2
+                continue
+            except ValueError:
+                pass
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+def _number(text: str) -> float:
+    """A finite number (argparse type of the numeric ``tune`` options)."""
+    try:
+        v = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return v
 
 
 def _tuning_factor_value(text: str) -> float:
@@ -139,30 +178,49 @@ def _tuning_factor_value(text: str) -> float:
     from fractions import Fraction
 
     try:
-        return float(Fraction(text.replace("_", "")))
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"not a number or a fraction such as 10/128: {text!r}") from None
+        v = float(Fraction(text.replace("_", "")))
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise argparse.ArgumentTypeError(f"not a finite number or a fraction such as 10/128: {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"not a finite number or a fraction such as 10/128: {text!r}")
+    return v
+
+
+def _one_line_error(parser: argparse.ArgumentParser):
+    def error(message: str):
+        print(f"error: {message} (python -m repro_lib tune --help)", file=sys.stderr)
+        sys.exit(2)
+    return error
 
 
 def add_tune_parser(sub) -> None:
     tp = sub.add_parser("tune", help="the tuning factor N*lr*wd/(B(1-momentum)) of Yun et al. (Eq. 27) and the weight "
                                      "decay that keeps it at another N, B or momentum",
-                        description="The tuning factor N*lr*wd/(B(1-momentum)) (Yun et al. 2022, Eq. 27), its "
-                                    "relaxation time 1/(2 TF) in epochs and the angular update per epoch arccos(1-TF) "
-                                    "it implies; with --to-*, the weight decay (or, alternatively, the learning rate) "
-                                    "that keeps the factor. SGD with coupled L2 weight decay and PyTorch momentum.",
+                        description="The tuning factor N*lr*wd/(B(1-momentum)) of SGD (AdamW: N*lr*wd/B; Yun et al. "
+                                    "2022, Eq. 27), the relaxation time of the weight norm in epochs (1/(4 TF) for "
+                                    "SGD, 1/(2 TF) for AdamW) and the angular update per epoch arccos(1-TF), the "
+                                    "first-order reading of Eq. 27; with --to-*, the weight decay (or, alternatively, "
+                                    "the learning rate) that keeps the factor. A bad value is refused in one line "
+                                    "naming the option (exit status 2).",
                         epilog=TUNE_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    tp.add_argument("--n", type=float, required=True, help="training images N")
-    tp.add_argument("--batch-size", type=float, required=True, help="batch size B")
-    tp.add_argument("--lr", type=float, required=True, help="learning rate eta (per step)")
-    tp.add_argument("--momentum", type=float, required=True, help="momentum mu in [0, 1) (0: plain SGD)")
+    tp.error = _one_line_error(tp)
+    tp.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"],
+                    help="sgd: torch.optim.SGD, coupled L2 weight decay, PyTorch momentum (the paper's); adamw: "
+                         "torch.optim.AdamW, decoupled decay w(1 - lr*wd) (default: sgd)")
+    tp.add_argument("--n", type=_number, required=True, help="training images N (one epoch)")
+    tp.add_argument("--batch-size", type=_number, required=True,
+                    help="global batch size B: per-device batch x devices x gradient-accumulation steps")
+    tp.add_argument("--lr", type=_number, required=True,
+                    help="learning rate eta per step; under warmup / cosine / step decay the initial (peak) one")
+    tp.add_argument("--momentum", type=_number, default=None,
+                    help="momentum mu in [0, 1) (0: plain SGD); required with --optimizer sgd, not used by adamw")
     given = tp.add_mutually_exclusive_group(required=True)
-    given.add_argument("--weight-decay", type=float, help="weight decay lambda (coupled L2): print its tuning factor")
+    given.add_argument("--weight-decay", type=_number, help="weight decay lambda: print its tuning factor")
     given.add_argument("--tuning-factor", type=_tuning_factor_value,
                        help="a tuning factor, e.g. 10/128: print the weight decay that gives it")
-    tp.add_argument("--to-n", type=float, help="another N: the weight decay / LR that keep the factor there")
-    tp.add_argument("--to-batch-size", type=float, help="another B: the weight decay / LR that keep the factor there")
-    tp.add_argument("--to-momentum", type=float, help="another mu: the weight decay / LR that keep the factor there")
+    tp.add_argument("--to-n", type=_number, help="another N: the weight decay / LR that keep the factor there")
+    tp.add_argument("--to-batch-size", type=_number, help="another B: the weight decay / LR that keep the factor there")
+    tp.add_argument("--to-momentum", type=_number, help="another mu: the weight decay / LR that keep the factor there")
 
 
 def _g(v: float) -> str:
@@ -170,12 +228,24 @@ def _g(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() and abs(v) >= 1 else f"{v:.6g}"
 
 
+def _published_angles() -> str:
+    """What the published runs of the tutorial measured, as a fraction of their own arccos(1 - TF) (read from
+    ``reports/``; '' where it is not there)."""
+    try:
+        from .papers.yun2022 import tuning_rule_report
+
+        return tuning_rule_report.published_angle_ratios()
+    except Exception:  # noqa: BLE001 -- a reference line, not needed for the numbers above it
+        return ""
+
+
 def tune(args) -> int:
     """``python -m repro_lib tune``: print, or on a bad value say which option is wrong (exit 2, no traceback)."""
-    from . import tuning
+    from . import profiles, tuning
 
+    adamw = args.optimizer == "adamw"
     options = {"n": "--n", "batch_size": "--batch-size", "lr": "--lr", "momentum": "--momentum",
-               "weight_decay": "--weight-decay", "tuning_factor": "--tuning-factor"}
+               "weight_decay": "--weight-decay", "tuning_factor": "--tuning-factor", "optimizer": "--optimizer"}
     to_given = {k: getattr(args, "to_" + k) for k in ("n", "batch_size", "momentum")
                 if getattr(args, "to_" + k) is not None}
 
@@ -187,40 +257,56 @@ def tune(args) -> int:
             raise ValueError(f"{names.get(name, name)}: {why}") from None
 
     try:  # everything is computed (and so checked) before anything is printed
-        at = dict(n=args.n, batch_size=args.batch_size, momentum=args.momentum)
+        if args.momentum is None and not adamw:
+            raise ValueError("--momentum: required with --optimizer sgd (0 for plain SGD)")
+        if adamw and (args.momentum or to_given.get("momentum")):
+            raise ValueError(f"--{'to-' if not args.momentum else ''}momentum: AdamW's decoupled decay does not "
+                             "involve momentum (leave it out)")
+        momentum = 0.0 if args.momentum is None else args.momentum
+        at = dict(n=args.n, batch_size=args.batch_size, momentum=momentum, optimizer=args.optimizer)
         if args.weight_decay is not None:
             tf = call(tuning.tuning_factor, lr=args.lr, weight_decay=args.weight_decay, **at)
             wd = args.weight_decay
         else:
             wd = call(tuning.weight_decay_for, tuning_factor=args.tuning_factor, lr=args.lr, **at)
             tf = args.tuning_factor
-        relax = call(tuning.relaxation_epochs, tuning_factor=tf)
+        relax = call(tuning.relaxation_epochs, tuning_factor=tf, optimizer=args.optimizer)
         turn = tuning.angular_update_per_epoch(tf) if tf <= 2 else math.nan
         if to_given:
             to = {**at, **to_given}
             to_names = {**options, **{k: f"--to-{k.replace('_', '-')}" for k in to_given}}
+            if "batch_size" in to_given and "n" not in to_given:
+                to_names["n"] = "--to-batch-size"  # B > N at the new batch: the new batch is what is wrong
             new_wd = call(tuning.weight_decay_for, to_names, tuning_factor=tf, lr=args.lr, **to)
             new_lr = call(tuning.lr_for, to_names, tuning_factor=tf, weight_decay=wd, **to) if wd > 0 else math.nan
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"N = {_g(args.n)}, B = {_g(args.batch_size)}, lr = {_g(args.lr)}, momentum = {_g(args.momentum)}, "
-          f"weight decay = {_g(wd)}")
-    print(f"tuning factor N*lr*wd/(B(1-momentum)) = {tf:.6g} ({_g(tf * 128)}/128; Eq. 27)")
-    print(f"relaxation time 1/(2 TF) = {relax:.3g} epochs (the angular update settles within a few of them: "
-          "train at least 3 before the first LR decay)" if math.isfinite(relax) else
-          "relaxation time: none (tuning factor 0: nothing pulls the weight norm back)")
+    formula = "N*lr*wd/B (AdamW, decoupled)" if adamw else "N*lr*wd/(B(1-momentum))"
+    print(f"N = {_g(args.n)} images, B = {_g(args.batch_size)} images per step (global), lr = {_g(args.lr)} "
+          + ("per step, " if adamw else f"per step, momentum = {_g(momentum)}, ") + f"weight decay = {_g(wd)}")
+    print(f"tuning factor {formula} = {tf:.6g} ({_g(tf * 128)}/128; Eq. 27, dimensionless)")
+    if math.isfinite(relax):
+        settle = profiles.SETTLE_YELLOW * profiles.relaxation_epochs(tf) if not adamw else math.nan
+        print(f"relaxation time of the weight norm 1/({'2' if adamw else '4'} TF) = {relax:.3g} epochs"
+              + (f"; the package's shrink rule keeps at least {profiles.SETTLE_YELLOW:g}/(2 TF) = {settle:.3g} epochs "
+                 f"({settle / relax:.2g} relaxation times) before the first LR decay" if not adamw else ""))
+    else:
+        print("relaxation time: none (tuning factor 0: nothing pulls the weight norm back)")
     if math.isfinite(turn):
-        print(f"angular update per epoch arccos(1 - TF) = {turn:.4g} rad ({math.degrees(turn):.3g} deg), "
-              "the first-order reading of Eq. 27")
+        print(f"angular update per epoch arccos(1 - TF) = {turn:.4g} rad ({math.degrees(turn):.3g} deg) per epoch: "
+              "the first-order reading of Eq. 27, a reference (measured runs turn less)")
+        published = _published_angles()
+        if published:
+            print(f"  {published}")
     else:
         print("angular update per epoch: arccos(1 - TF) is undefined above TF = 2 (Eq. 27 does not apply)")
     if to_given:
-        print(f"at N = {_g(to['n'])}, B = {_g(to['batch_size'])}, momentum = {_g(to['momentum'])} "
-              "the factor is kept by")
+        print(f"at N = {_g(to['n'])}, B = {_g(to['batch_size'])}"
+              + ("" if adamw else f", momentum = {_g(to['momentum'])}") + " the factor is kept by")
         print(f"  weight decay {_g(new_wd)} (at lr {_g(args.lr)})")
         if math.isfinite(new_lr):
-            print(f"  or learning rate {_g(new_lr)} (at weight decay {_g(wd)})")
+            print(f"  or learning rate {_g(new_lr)} per step (at weight decay {_g(wd)})")
     return 0
 
 

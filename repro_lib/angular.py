@@ -7,6 +7,8 @@ Hyperparameter Tuning of a Scale-Invariant Network*, ECCV 2022 (Sec. 3.1 Eq. 9-1
   η is N/B SGD steps), so the predicted angular update per epoch is its arccos. Undefined (``nan``) when the
   tuning factor exceeds 2 (the first-order approximation has broken down there).
 * :func:`angle` -- the angle of Eq. 11 between two parameter collections, flattened and concatenated.
+* :class:`StepTracker` -- the same, driven by an optimizer step hook: no change to the training loop (a plain loop,
+  Lightning, Accelerate or the HF Trainer all call ``optimizer.step()``).
 * :class:`AngularTracker` -- per-epoch recorder of Δθ (Eq. 11, concatenated and per tensor), ‖x‖, η_eff = η/‖x‖²
   (Eq. 9) and η_epoch = η·N/(‖x‖²·B) (Eq. 10) over the model's scale-invariant parameters.
 
@@ -18,13 +20,14 @@ arithmetic and lies in [0, π] by construction (no clamping needed).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Sequence
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-__all__ = ["tuning_factor", "predicted_angular_update", "angle", "AngularTracker"]
+__all__ = ["tuning_factor", "predicted_angular_update", "angle", "AngularTracker", "StepTracker"]
 
 
 def tuning_factor(n: float, batch_size: float, lr: float, weight_decay: float, momentum: float = 0.0) -> float:
@@ -32,14 +35,18 @@ def tuning_factor(n: float, batch_size: float, lr: float, weight_decay: float, m
     momentum μ; μ = 0 gives plain SGD, Eq. 18). Paper base cell: N=50000, B=128, η=0.1, λ=1e-4, μ=0.9 -> 5/128.
     A bad value is a ``ValueError`` whose message starts with the argument's name."""
     for name, v in (("n", n), ("batch_size", batch_size)):
-        if not (math.isfinite(v) and v > 0):
+        if not (_real(v) and math.isfinite(v) and v > 0):
             raise ValueError(f"{name}: must be a finite number > 0, got {v!r}")
     for name, v in (("lr", lr), ("weight_decay", weight_decay)):
-        if not (math.isfinite(v) and v >= 0):
+        if not (_real(v) and math.isfinite(v) and v >= 0):
             raise ValueError(f"{name}: must be a finite number >= 0, got {v!r}")
-    if not 0.0 <= momentum < 1.0:
-        raise ValueError(f"momentum: must be in [0, 1), got {momentum!r}")
+    if not (_real(momentum) and 0.0 <= momentum < 1.0):
+        raise ValueError(f"momentum: must be a number in [0, 1), got {momentum!r}")
     return n * lr * weight_decay / (batch_size * (1.0 - momentum))
+
+
+def _real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
 def predicted_angular_update(tf):
@@ -166,6 +173,9 @@ class AngularTracker:
     @torch.no_grad()
     def end_epoch(self, lr: float, n: int, batch_size: int) -> dict:
         """Measure against the snapshot of :meth:`start_epoch`; see the class docstring for the keys."""
+        for name, v in (("lr", lr), ("n", n), ("batch_size", batch_size)):
+            if not (_real(v) and math.isfinite(v) and (v >= 0 if name == "lr" else v > 0)):
+                raise ValueError(f"{name}: must be a finite number {'>=' if name == 'lr' else '>'} 0, got {v!r}")
         if not self._has_snapshot:
             raise RuntimeError("AngularTracker.end_epoch called without start_epoch")
         per, total, _, nb = _angles64(self._prev, self._current())
@@ -201,3 +211,65 @@ class AngularTracker:
             raise ValueError("AngularTracker.load_state_dict: snapshot shapes differ")
         self._prev = [s.to(device=p.device, dtype=p.dtype).clone() for s, p in zip(snap, cur)]
         self._has_snapshot = True
+
+
+class StepTracker:
+    """:class:`AngularTracker` run by ``optimizer``'s step hooks (``torch.optim.Optimizer.register_step_pre_hook`` /
+    ``register_step_post_hook``): a snapshot before the first step of every epoch and a record after its last, every
+    ``steps_per_epoch`` steps (ceil(N/B) with B the global batch: one step per accumulated batch), with no change to
+    the training loop. ``tracker.history`` holds one dict per epoch: ``epoch`` (1, 2, …), ``lr`` (the first param
+    group holding a tracked tensor, at the epoch's last step), and :meth:`AngularTracker.end_epoch`'s keys, with
+    ``effective_lr_epoch`` = lr·steps_per_epoch/‖x‖². A step the optimizer skips (an AMP ``GradScaler`` after an
+    overflow) calls no hook and is not counted. :meth:`remove` detaches it. Usage::
+
+        opt = torch.optim.SGD(tuning.param_groups(model, names, weight_decay=wd), lr=0.1, momentum=0.9)
+        tracker = StepTracker(opt, model, names, steps_per_epoch=len(loader))
+        ... any training loop that calls opt.step() ...
+        tracker.history[-1]["angular_update"]      # Δθ of the last full epoch, radians (Eq. 11)
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, model: nn.Module, names: Sequence[str] | None = None,
+                 steps_per_epoch: int = 1):
+        if not (isinstance(steps_per_epoch, numbers.Integral) and not isinstance(steps_per_epoch, bool)
+                and steps_per_epoch >= 1):
+            raise ValueError(f"steps_per_epoch: must be a whole number >= 1, got {steps_per_epoch!r}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            optimizer = getattr(optimizer, "optimizer", optimizer)  # Accelerate's / Lightning's wrapper
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise ValueError(f"optimizer: not a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        self.tracker = AngularTracker(model, names)
+        ids = {id(p) for p in self.tracker.params}
+        held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        if not ids <= held:
+            missing = [n for n, p in zip(self.tracker.names, self.tracker.params) if id(p) not in held]
+            raise ValueError(f"names: tensors the optimizer does not update: {missing[:5]}")
+        self.optimizer, self.steps_per_epoch = optimizer, int(steps_per_epoch)
+        self.names = self.tracker.names
+        self.steps = 0
+        self.history: list[dict] = []
+        self._handles = [optimizer.register_step_pre_hook(self._before),
+                         optimizer.register_step_post_hook(self._after)]
+
+    def _lr(self) -> float:
+        ids = {id(p) for p in self.tracker.params}
+        for g in self.optimizer.param_groups:
+            if any(id(p) in ids for p in g["params"]):
+                return float(g["lr"])
+        return math.nan
+
+    def _before(self, optimizer, args, kwargs) -> None:
+        if self.steps % self.steps_per_epoch == 0:
+            self.tracker.start_epoch()
+
+    def _after(self, optimizer, args, kwargs) -> None:
+        self.steps += 1
+        if self.steps % self.steps_per_epoch == 0:
+            lr = self._lr()
+            rec = self.tracker.end_epoch(lr, self.steps_per_epoch, 1)
+            self.history.append({"epoch": self.steps // self.steps_per_epoch, "lr": lr, **rec})
+
+    def remove(self) -> None:
+        """Detach the hooks (the history stays)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []

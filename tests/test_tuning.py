@@ -44,7 +44,8 @@ def test_lr_for_inverts_the_factor():
 
 
 def test_relaxation_time_and_angular_update():
-    assert tuning.relaxation_epochs(10 / 128) == pytest.approx(6.4)  # 1/(2 TF)
+    assert tuning.relaxation_epochs(10 / 128) == pytest.approx(3.2)  # 1/(4 TF): the linearized norm dynamics
+    assert tuning.relaxation_epochs(10 / 128, optimizer="adamw") == pytest.approx(6.4)  # 1/(2 TF)
     assert tuning.relaxation_epochs(0.0) == math.inf
     assert tuning.angular_update_per_epoch(10 / 128) == pytest.approx(math.acos(1 - 10 / 128), rel=1e-15)
     assert tuning.angular_update_per_epoch(0.0) == 0.0
@@ -145,7 +146,8 @@ def test_cli_prints_the_factor_and_the_weight_decay_that_keeps_it(capsys):
     assert main(["tune", "--n", "50000", "--batch-size", "128", "--lr", "0.1", "--momentum", "0.9",
                  "--tuning-factor", "10/128"]) == 0
     out = capsys.readouterr().out
-    assert "weight decay = 0.0002" in out and "0.078125 (10/128" in out and "6.4 epochs" in out
+    assert "weight decay = 0.0002" in out and "0.078125 (10/128" in out and "3.2 epochs" in out
+    assert "19.2 epochs" in out and "rad" in out and "per epoch" in out  # units on every number
     assert main(["tune", "--n", "50000", "--batch-size", "128", "--lr", "0.1", "--momentum", "0.9",
                  "--weight-decay", "2e-4", "--to-batch-size", "512"]) == 0
     out = capsys.readouterr().out
@@ -290,3 +292,96 @@ def test_a_claim_against_the_rule_is_undecided_while_the_rules_angular_update_st
     fresh["history"] = [[dict(h, angular_update=h["angular_update"] * 0.5) for h in r.history]
                         if r.stage == "transfer" and r.weight_decay == 0.04 else r.history for r in fresh.itertuples()]
     assert report.findings(fresh).set_index("claim").loc[dtheta.name, "word"] == "no"
+
+
+# ---------------------------------------------------------------- AdamW, parameter groups, the edges of the CLI
+def test_adamw_factor_is_n_lr_wd_over_b_and_its_inverses():
+    tf = tuning.tuning_factor(50_000, 128, 1e-3, 0.05, optimizer="adamw")
+    assert tf == pytest.approx(50_000 * 1e-3 * 0.05 / 128, rel=1e-12)
+    assert tuning.weight_decay_for(tf, 50_000, 512, 1e-3, optimizer="adamw") == pytest.approx(0.2, rel=1e-12)
+    assert tuning.lr_for(tf, 50_000, 512, 0.05, optimizer="adamw") == pytest.approx(4e-3, rel=1e-12)
+    with pytest.raises(ValueError, match="^momentum: "):
+        tuning.tuning_factor(50_000, 128, 1e-3, 0.05, momentum=0.9, optimizer="adamw")
+    with pytest.raises(ValueError, match="^optimizer: "):
+        tuning.tuning_factor(50_000, 128, 1e-3, 0.05, optimizer="adam")
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(momentum=None), "momentum"), (dict(batch_size=0.5), "batch_size"), (dict(batch_size=60_000), "batch_size"),
+    (dict(lr=0.0), "lr"), (dict(lr=100.0, weight_decay=0.5), "weight_decay"), (dict(n=float("inf")), "n"),
+])
+def test_the_rules_edges_are_value_errors_naming_the_argument(kw, name):
+    with pytest.raises(ValueError, match=f"^{name}: "):
+        tuning.tuning_factor(**{**PAPER, "weight_decay": 2e-4, **kw})
+
+
+def test_param_groups_put_the_factor_on_the_invariant_tensors_and_say_the_rest():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(4, 10))
+    groups = tuning.param_groups(model, ["0.weight"], weight_decay=8e-4)
+    assert [g["names"] for g in groups] == [["0.weight"], ["1.weight", "1.bias", "5.weight", "5.bias"]]
+    assert [g["weight_decay"] for g in groups] == [8e-4, 8e-4]  # the paper's setting: one λ for every parameter
+    groups = tuning.param_groups(model, ["0.weight"], weight_decay=8e-4, other_weight_decay=0.0)
+    assert [g["weight_decay"] for g in groups] == [8e-4, 0.0]
+    for opt in (torch.optim.SGD(groups, lr=0.1, momentum=0.9), torch.optim.AdamW(groups, lr=1e-3)):
+        assert [g["weight_decay"] for g in opt.param_groups] == [8e-4, 0.0]
+    assert tuning.param_groups(model, [], weight_decay=1e-4)[0]["names"][0] == "0.weight"  # one group: the rest
+    with pytest.raises(ValueError, match="^invariant: "):
+        tuning.param_groups(model, ["nope"], weight_decay=1e-4)
+    with pytest.raises(ValueError, match="^other_weight_decay: "):
+        tuning.param_groups(model, ["0.weight"], weight_decay=1e-4, other_weight_decay=-1.0)
+
+
+def test_the_tracker_refuses_a_zero_batch_by_name():
+    from repro_lib.angular import AngularTracker
+
+    model = nn.Sequential(nn.Linear(4, 4, bias=False), nn.BatchNorm1d(4))
+    tracker = AngularTracker(model, ["0.weight"])
+    tracker.start_epoch()
+    with pytest.raises(ValueError, match="^batch_size: "):
+        tracker.end_epoch(0.1, 100, 0)
+    with pytest.raises(ValueError, match="^n: "):
+        tracker.end_epoch(0.1, -1, 8)
+
+
+@pytest.mark.parametrize("change, option", [
+    ({"--tuning-factor": "1e400", "--weight-decay": None}, "--tuning-factor"),
+    ({"--weight-decay": "-2e-4"}, "--weight-decay"),
+    ({"--weight-decay": "1e308"}, "--weight-decay"),
+    ({"--lr": "0"}, "--lr"),
+    ({"--batch-size": "0.5"}, "--batch-size"),
+    ({"--batch-size": "60000"}, "--batch-size"),
+    ({"--lr": "100", "--weight-decay": "0.5"}, "--weight-decay"),
+    ({"--to-batch-size": "80000"}, "--to-batch-size"),
+    ({"--momentum": None}, "--momentum"),
+    ({"--n": "nan"}, "--n"),
+])
+def test_cli_edges_are_one_line_naming_the_option(change, option, capsys):
+    from repro_lib.__main__ import main
+
+    args = {"--n": "50000", "--batch-size": "128", "--lr": "0.1", "--momentum": "0.9", "--weight-decay": "2e-4",
+            **change}
+    argv = ["tune"]
+    for k, v in args.items():
+        argv += [k, v] if v is not None else []
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
+    assert option in captured.err.split(":")[0] + captured.err.split(":")[1]
+
+
+def test_cli_adamw(capsys):
+    from repro_lib.__main__ import main
+
+    assert main(["tune", "--optimizer", "adamw", "--n", "50000", "--batch-size", "128", "--lr", "1e-3",
+                 "--weight-decay", "0.05", "--to-batch-size", "512"]) == 0
+    out = capsys.readouterr().out
+    assert "N*lr*wd/B" in out and "0.0195312" in out and "1/(2 TF) = 25.6 epochs" in out
+    assert "weight decay 0.2 " in out and "learning rate 0.004" in out
+    assert main(["tune", "--optimizer", "adamw", "--n", "50000", "--batch-size", "128", "--lr", "1e-3",
+                 "--momentum", "0.9", "--weight-decay", "0.05"]) == 2
+    assert capsys.readouterr().err.startswith("error: --momentum: ")

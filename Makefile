@@ -19,9 +19,9 @@ $(STAMP): pyproject.toml requirements.txt requirements-nopins.txt
 	touch $@
 
 ## test: create the venv if missing, install pinned deps, run the test suite (notebooks in the smoke profile) on
-## every core (pytest-xdist; tests sharing a module's fixture on one worker), then the 15 slowest tests
+## every core (pytest-xdist; a file sharing a module-scoped fixture on one worker), then the 15 slowest tests
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup --durations=15 tests
+	$(BIN)/python -m pytest -q -n auto --durations=15 tests
 
 ## reproduce: execute every notebook (or NOTEBOOKS="name …") with PROFILE (smoke|cpu|gpu|paper) into
 ## results/$(PROFILE)/; ARGS for extra -p. A failing notebook does not stop the others; a table at the end.

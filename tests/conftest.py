@@ -1,4 +1,5 @@
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -60,12 +61,41 @@ def killed_at_epoch(monkeypatch):
     return killed
 
 
+# Test files that define a module- or session-scoped fixture (one training shared by their tests).
+_SHARED_FIXTURE = re.compile(r"@pytest\.fixture\(scope=\"(?:module|session)\"")
+
+
+def _shared_fixture_files(rootpath: Path) -> set[str]:
+    """Those files as node ids spell them (relative to the rootdir)."""
+    here = Path(__file__).resolve().parent
+    return {p.relative_to(rootpath).as_posix() for p in here.glob("test_*.py") if _SHARED_FIXTURE.search(p.read_text())}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist (``make test``: -n auto): every test is its own unit of work, handed to the next free worker,
+    except that a file with a module- or session-scoped fixture is one unit, so that its fixture runs once, on one
+    worker, instead of once per worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    shared = _shared_fixture_files(config.rootpath)
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in shared else nodeid
+
+    return SharedFixtureScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``--dist loadgroup``): the tests of a module that share a module-scoped fixture of that
-    module (one training for all of them) run on one worker, so the fixture runs once instead of once per worker."""
-    for item in items:
-        defs = getattr(item, "_fixtureinfo", None)
-        shared = defs and any(d.scope in ("module", "package", "session") and d.func.__module__ == item.module.__name__
-                              for ds in defs.name2fixturedefs.values() for d in ds)
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    """In a pytest-xdist worker: the long units (the files of :func:`pytest_xdist_make_scheduler` and the notebook
+    executions) come first in the order the workers are handed work, so that the many short tests fill the cores at
+    the end instead of one long unit running alone."""
+    if not hasattr(config, "workerinput"):
+        return
+    shared = _shared_fixture_files(config.rootpath)
+
+    def long(item) -> bool:
+        return item.nodeid.split("::", 1)[0] in shared or item.originalname == "test_notebook_runs_in_smoke_profile"
+
+    items.sort(key=lambda item: not long(item))  # stable, and the same order in every worker (as xdist requires)

@@ -1152,7 +1152,9 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
         fix = ("a longer first phase (more epochs before the first LR decay), so that the yellow cells' Δθ settles")
         to_decide = (decide_text(deciding, ">", minutes_per_seed=per_seed_min, blocks=max(1, int(r["cells"]) - 1),
                                  gate_fix=fix, gated=gated, paper_effect=pe if math.isfinite(pe) else None)
-                     if r["verdict"] == "undecided" and r["rank"] != "n/a" else "")
+                     if r["verdict"] == "undecided" and r["rank"] != "n/a" else
+                     f"the column's {int(r['missing'])} missing run{'s' if int(r['missing']) != 1 else ''}"
+                     if r["verdict"] == "undecided" and r["missing"] else "")
         contrasts = r.get("contrasts") or {}
         fields = interval_fields(deciding, paper_effect=pe if pe is not None and math.isfinite(pe) else None,
                                  rule=rule, gate_ok=_gate(r.get("settled")), to_decide=to_decide)

@@ -385,3 +385,20 @@ def test_cli_adamw(capsys):
     assert main(["tune", "--optimizer", "adamw", "--n", "50000", "--batch-size", "128", "--lr", "1e-3",
                  "--momentum", "0.9", "--weight-decay", "0.05"]) == 2
     assert capsys.readouterr().err.startswith("error: --momentum: ")
+
+
+def test_cli_sets_the_first_order_angle_beside_what_the_published_runs_measured(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+
+    from repro_lib.__main__ import main
+    from repro_lib.papers.yun2022 import tuning_rule_report as report
+
+    measured = pd.DataFrame({"setting": ["tuned at B"], "tuning factor": [0.08], "arccos(1 − TF) (rad)": [0.4027],
+                             "measured Δθ (rad)": [0.2126], "measured / arccos(1 − TF)": [0.2126 / 0.4027]})
+    measured.to_csv(tmp_path / "angles.csv", index=False)
+    monkeypatch.setattr(report, "PUBLISHED_ANGLES", tmp_path / "angles.csv")
+    assert main(["tune", "--n", "50000", "--batch-size", "128", "--lr", "0.1", "--momentum", "0.9",
+                 "--weight-decay", "2e-4"]) == 0
+    out = capsys.readouterr().out
+    assert "first-order reading of Eq. 27" in out and "tuned at B (TF 0.08) 0.53" in out
+    assert report.published_angle_ratios(tmp_path / "missing.csv") == ""

@@ -345,7 +345,8 @@ def target_half_width(estimate: float, relation: str, margin: float | None = Non
     """The half-width at which an interval centred on ``estimate`` would decide a claim of ``relation``
     (``rules.RELATIONS``) either way: |estimate| for ">", "<" and the grid kinds (the interval then leaves 0), the
     distance of the estimate to the margin for "≈" (m − |d̄|, or |d̄| − m beyond it) and "≳" (|d̄ + m|), and to the
-    threshold for a ratio's "≤" / "band" (on the log scale of the ratio: |log(est / m)|)."""
+    threshold for a ratio's "≤" / "band" -- both passed on the log scale (log ratio, log threshold), where an
+    interval over seeds is symmetric."""
     if not math.isfinite(estimate):
         return math.nan
     if relation == "≈":
@@ -353,9 +354,9 @@ def target_half_width(estimate: float, relation: str, margin: float | None = Non
     if relation == "≳":
         return abs(estimate + margin)
     if relation == "≤":
-        return abs(math.log(estimate / margin)) if estimate > 0 else math.nan
+        return abs(estimate - margin)
     if relation == "band":
-        return min(abs(math.log(estimate * margin)), abs(math.log(estimate / margin))) if estimate > 0 else math.nan
+        return min(abs(estimate - margin), abs(estimate + margin))
     return abs(estimate)
 
 
@@ -374,17 +375,19 @@ def decide_text(d: Difference, relation: str, margin: float | None = None, minut
     if not math.isfinite(d.sd) or d.n < 2:
         return f"at least {MIN_SEEDS} seeds with an interval" if d.n < MIN_SEEDS else "an interval"
     target = target_half_width(d.diff, relation, margin)
+    est = f"×{math.exp(d.diff):.2f}" if "log" in units else f"{d.diff:+.2f}"  # a log ratio reads as its ratio
     n = seeds_needed(d.sd, target, level=d.level, blocks=blocks)
     if n is None:
         text = (f"no seed budget up to {MAX_SEEDS} seeds at the observed spread (sd {d.sd:.2f} {units} per seed, "
-                f"estimate {d.diff:+.2f}) can; a longer or larger run (the `gpu` profile: more data, the paper's "
+                f"estimate {est}) can; a longer or larger run (the `gpu` profile: more data, the paper's "
                 f"schedule) with a smaller spread would")
     else:
-        more = max(0, n - d.n)
+        n = max(n, d.n + 1)  # undecided with these seeds: at least one more
+        more = n - d.n
         cost = (f", about {more * minutes_per_seed:,.0f} cpu minutes at the measured {minutes_per_seed:.1f} per seed"
                 if minutes_per_seed is not None and math.isfinite(minutes_per_seed) and more else "")
         text = (f"about {n} seeds ({more} more{cost}) would, if the spread (sd {d.sd:.2f} {units} per seed) and the "
-                f"estimate ({d.diff:+.2f}) held")
+                f"estimate ({est}) held")
     if paper_effect is not None and math.isfinite(paper_effect) and paper_effect != 0:
         m = seeds_needed(d.sd, abs(paper_effect), level=d.level, blocks=blocks)
         text += (f"; resolving the paper's own {paper_effect:+.2f} would take "

@@ -237,8 +237,9 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None, sourc
 #    every cell, or as many as the paper's own cell has where it has fewer (a paper grid reaching TF/64 has cells
 #    that never settle: they stand for the paper's "too little regularization" side). With coupled L2 the squared
 #    weight norm shrinks by (1 - eta*lambda/(1-mu))^2 per step, a time constant of (1-mu)/(2*eta*lambda) steps =
-#    1/(2*TF) epochs with TF = N*eta*lambda/(B(1-mu)) (Eq. 27): the time the angular update needs to reach its
-#    equilibrium, in epochs independent of how N and B are shrunk (other weight-decay conventions, SGDP's and the
+#    1/(2*TF) epochs with TF = N*eta*lambda/(B(1-mu)) (Eq. 27): the weight decay's own time (near equilibrium the
+#    gradient's growth term halves it: the linearized relaxation time is 1/(4*TF), ``tuning.relaxation_epochs``, so
+#    3 of these units are 6 relaxation times), in epochs independent of how N and B are shrunk (other weight-decay conventions, SGDP's and the
 #    Adam family's: ``relaxation_tuning_factor``);
 # 4. cost: a notebook's cpu grid trains within CPU_CAP_MINUTES on 2 cores (``estimate_cpu_minutes``).
 MIN_STEPS_PER_EPOCH = 16
@@ -290,7 +291,10 @@ def steps_per_epoch(n: int, batch_size: int) -> int:
 
 
 def relaxation_epochs(tuning_factor: float) -> float:
-    """The weight norm's (and so the angular update's) relaxation time in epochs, 1 / (2·TF) (see rule 3)."""
+    """1 / (2·TF) epochs, the unit rule 3 counts in: the e-folding time of ‖w‖² under the weight decay alone (how
+    fast a norm far above its equilibrium comes down). Near equilibrium the norm relaxes twice as fast, in
+    1 / (4·TF) epochs (``repro_lib.tuning.relaxation_epochs`` derives it), so SETTLE_YELLOW = 3 of these units are 6
+    relaxation times."""
     return math.inf if tuning_factor <= 0 else 1 / (2 * tuning_factor)
 
 

@@ -357,8 +357,8 @@ def _measure(net: nn.Module, x, y, names, c, together, loss_fn, rtol) -> pd.Data
 
 def _measure_screened(net: nn.Module, x, y, names, c, loss_fn, rtol) -> pd.DataFrame:
     """:func:`_measure`'s verdicts at the cost of two passes where it can: Eq. 6 from one backward pass screens the
-    tensors (a tensor with |cos(w, ∇L)| above ``rtol`` is not invariant; a gradient below sqrt(rounding unit) of the
-    largest tensor's is rounding, "no gradient"), then every screened tensor is multiplied by its own factor (``c``
+    tensors (a tensor with |cos(w, ∇L)| above :data:`SCREEN`, or 1000 rounding units of the dtype if more, is not
+    invariant; a gradient below sqrt(rounding unit) of the largest tensor's is rounding, "no gradient"), then every screened tensor is multiplied by its own factor (``c``
     raised to a distinct power in (−1, 1)) at once and checked by Eq. 5 and the loss; a tensor that fails there is
     measured alone (:func:`_measure`)."""
     params = dict(net.named_parameters())
@@ -371,6 +371,7 @@ def _measure_screened(net: nn.Module, x, y, names, c, loss_fn, rtol) -> pd.DataF
     weights = {n: params[n].detach().clone() for n in names}
     norms = [float(g.norm()) for g in grads]
     floor = math.sqrt(torch.finfo(grads[0].dtype).eps) * max(norms) if grads else 0.0
+    screen = min(rtol, max(SCREEN, 1e3 * torch.finfo(grads[0].dtype).eps)) if grads else rtol
     rows, candidates = {}, []
     for n, g, gn in zip(names, grads, norms):
         w = weights[n]
@@ -380,7 +381,7 @@ def _measure_screened(net: nn.Module, x, y, names, c, loss_fn, rtol) -> pd.DataF
         rows[n] = dict(tensor=n, numel=w.numel(), grad_norm=gn, cos_w_grad=cos, grad_ratio=math.nan,
                        grad_error=math.nan, loss_change=math.nan,
                        verdict="no gradient" if silent else "not invariant")
-        if not silent and abs(cos) <= rtol:
+        if not silent and abs(cos) <= screen:
             candidates.append(n)
     if candidates:
         factor = {n: float(c) ** (2 * (k + 1) / (len(candidates) + 1) - 1) for k, n in enumerate(candidates)}
@@ -412,6 +413,9 @@ def _measure_screened(net: nn.Module, x, y, names, c, loss_fn, rtol) -> pd.DataF
     return df
 
 
+#: :func:`detect`'s Eq. 6 screen in float64: an invariant tensor has cos(w, ∇L) at rounding level (~1e-16), a
+#: random direction ~1/sqrt(numel); one invariant only approximately (behind a 1e-6 layer-scale) falls outside
+SCREEN = 1e-6
 #: the classes :func:`detect` gives a tensor
 INVARIANT, STATE_ONLY, NOT_INVARIANT, UNDECIDED = ("invariant", "invariant only in this state", "not invariant",
                                                    "undecided")

@@ -19,7 +19,8 @@ kept, a class-balanced subset of N images drawn by the seed.
 **cpu**: N = 1,024 images, B = 16 and 64 (64 and 16 steps per epoch: the shrink rules' minimum of 16 at the larger
 batch), η = 0.025 (η/B brackets the paper's 0.1/128: ×2 at B = 16, ×1/2 at B = 64), λ ∈ {0.005, 0.01, 0.02} at
 B = 16, the tuning factors 0.08, 0.16 and 0.32 (10/128 is 0.078), 26 epochs with the decay at epoch 20: at least
-3.2 relaxation times 1/(2·TF) of every searched setting at B, whichever wins (shrink rule 3), 3 seeds.
+3.2 of the weight decay's times 1/(2·TF) (6.4 relaxation times 1/(4·TF)) of every searched setting at B, whichever
+wins (shrink rule 3), 3 seeds.
 **gpu** / **paper**: all 50,000 images at B = 128 and 512 with the paper's η = 0.1, μ = 0.9 and λ ∈ {2e-4, 4e-4,
 8e-4} (the factors 10/128, 20/128, 40/128), 100 epochs and 1 seed / 300 epochs and 3 seeds. **smoke**: synthetic
 images, 3 epochs, 2 seeds (a pipeline check).
@@ -54,6 +55,22 @@ SIZES = {
 }
 #: seeds per profile (three for a claim on real images)
 SEEDS = {"smoke": (0, 1), "cpu": (0, 1, 2), "gpu": (0,), "paper": (0, 1, 2)}
+
+#: the recipe at the top of the tutorial (a plain PyTorch loop on timm's resnet18 as created, at B and at
+#: BATCH_FACTOR·B with the rule's λ): N images, the batch B, η, μ, the tuning factor, epochs, and the images Lemma 1
+#: is measured on. A demonstration of the tools, short in every profile; the claim itself is the plan's.
+RECIPE = {
+    "smoke": dict(n=64, batch_size=8, lr=0.05, momentum=0.9, tuning_factor=10 / 128, epochs=1, detect_images=8),
+    "cpu": dict(n=1024, batch_size=32, lr=0.05, momentum=0.9, tuning_factor=10 / 128, epochs=3, detect_images=32),
+    "gpu": dict(n=50000, batch_size=128, lr=0.1, momentum=0.9, tuning_factor=10 / 128, epochs=10, detect_images=64),
+    "paper": dict(n=50000, batch_size=128, lr=0.1, momentum=0.9, tuning_factor=10 / 128, epochs=10,
+                  detect_images=64),
+}
+
+
+def recipe(profile: str) -> dict:
+    """The recipe's sizes in ``profile`` (:data:`RECIPE`; an unknown profile is a ``ValueError``)."""
+    return resolve(profile, RECIPE)
 
 
 def sizes(profile: str) -> dict:
@@ -100,18 +117,21 @@ def plan(profile: str, seed: int = 0, dataset: str = "cifar10", **overrides) -> 
 
 
 def protocol(plan_: pd.DataFrame) -> pd.DataFrame:
-    """The shrink rules in spirit, one row per searched λ at B: its tuning factor, relaxation time 1/(2·TF) in
-    epochs (``repro_lib.tuning.relaxation_epochs``), the first LR decay, the relaxation times before it (``settle``,
-    at least ``profiles.SETTLE_YELLOW`` for the setting that wins the search), and the steps per epoch at B and at
-    4B (at least ``profiles.MIN_STEPS_PER_EPOCH``); the rule's λ at 4B and the control's factor beside them."""
+    """The shrink rules in spirit, one row per searched λ at B: its tuning factor, the relaxation time of the weight
+    norm 1/(4·TF) in epochs (``repro_lib.tuning.relaxation_epochs``), the first LR decay, ``settle``: the first
+    decay's epoch in units of the weight decay's own time 1/(2·TF) (``profiles.relaxation_epochs``, the unit of the
+    shrink rules; at least ``profiles.SETTLE_YELLOW`` for the setting that wins the search: twice as many relaxation
+    times), and the steps per epoch at B and at 4B (at least ``profiles.MIN_STEPS_PER_EPOCH``); the rule's λ at 4B
+    and the control's factor beside them."""
     rows = []
     first = plan_[plan_.seed == plan_.seed.min()]
     big = first[first.stage == "transfer"].batch_size.iloc[0]
     for cfg in first[first.stage == "tune"].cfg:
         decay = profiles.first_decay_epoch(cfg)
         relax = tuning.relaxation_epochs(cfg.tuning_factor)
+        decay_time = profiles.relaxation_epochs(cfg.tuning_factor)
         rows.append(dict(weight_decay=cfg.weight_decay, tuning_factor=cfg.tuning_factor, relaxation_epochs=relax,
-                         first_decay=decay, settle=math.inf if decay is None else decay / relax,
+                         first_decay=decay, settle=math.inf if decay is None else decay / decay_time,
                          steps=profiles.steps_per_epoch(cfg.n, cfg.batch_size),
                          steps_4b=profiles.steps_per_epoch(cfg.n, big),
                          rule_weight_decay=rule_weight_decay(cfg.weight_decay, cfg.n, cfg.batch_size, big, cfg.lr,
@@ -132,6 +152,6 @@ def breaks(plan_: pd.DataFrame) -> list[str]:
     short = p[p.settle < profiles.SETTLE_YELLOW * (1 - 1e-9)]
     if len(short):
         out.append("first LR decay after " + ", ".join(f"{s:.2g}" for s in short.settle)
-                   + f" relaxation times for λ = {', '.join(f'{w:g}' for w in short.weight_decay)} "
+                   + f" times 1/(2 TF) for λ = {', '.join(f'{w:g}' for w in short.weight_decay)} "
                    f"(at least {profiles.SETTLE_YELLOW:g})")
     return out

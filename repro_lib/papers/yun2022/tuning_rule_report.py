@@ -9,6 +9,7 @@ difference with its Student-t 95 % interval over seeds (:func:`paired_interval`;
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -416,3 +417,78 @@ def plot_search(cells: pd.DataFrame, a: pd.DataFrame, ax=None, title: str = ""):
     ax.legend()
     legend_outside(ax)
     return ax
+
+
+# ------------------------------------------------------------------------------------------- Eq. 27 beside the runs
+#: where the tutorial's published cpu runs leave the table of :func:`angle_table` (read by ``python -m repro_lib tune``)
+PUBLISHED_ANGLES = Path(__file__).resolve().parents[3] / "reports" / "cpu" / "tuning_rule" / "angles.csv"
+
+
+def angle_table(a: pd.DataFrame) -> pd.DataFrame:
+    """Per setting (:data:`ARMS`): the tuning factor, the first-order reading arccos(1 − TF) of Eq. 27, the measured
+    Δθ per epoch before the LR decay (mean over seeds, :func:`window_angle`) and their ratio."""
+    rows = []
+    for arm in ARMS:
+        g = a[a.setting == arm]
+        if not len(g):
+            continue
+        tf = float(g.tuning_factor.iloc[0])
+        first = tuning.angular_update_per_epoch(tf) if tf <= 2 else math.nan
+        measured = float(g.dtheta.mean())
+        rows.append({"setting": arm, "tuning factor": tf, "arccos(1 − TF) (rad)": first,
+                     "measured Δθ (rad)": measured, "measured / arccos(1 − TF)": measured / first})
+    return pd.DataFrame(rows)
+
+
+def published_angle_ratios(path: Path | str | None = None) -> str:
+    """One line: what the tutorial's published runs measured as a fraction of arccos(1 − TF) (from the table the
+    published notebook wrote, :data:`PUBLISHED_ANGLES`); '' when it is not there."""
+    path = Path(path or PUBLISHED_ANGLES)
+    if not path.is_file():
+        return ""
+    t = pd.read_csv(path)
+    parts = [f"{r['setting']} (TF {r['tuning factor']:.3g}) {r['measured / arccos(1 − TF)']:.2f}"
+             for _, r in t.iterrows() if math.isfinite(r["measured / arccos(1 − TF)"])]
+    return ("measured/first-order in the published tutorial runs (reports/cpu/tuning_rule, timm test_byobnet, "
+            "before the LR decay): " + ", ".join(parts)) if parts else ""
+
+
+def plot_angles(hist: pd.DataFrame, a: pd.DataFrame, ax=None, title: str = ""):
+    """Δθ per epoch of the three settings (mean and band over seeds, ``results.figures.plot_angular``) with
+    arccos(1 − TF) of each distinct factor as a gray dashed reference, labelled in the right margin, off the curves."""
+    import matplotlib.pyplot as plt
+
+    from ...results import figures
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 3.8))
+    figures.plot_angular(hist, hue="setting", ax=ax, title=title)
+    levels = {}
+    for arm in ARMS:
+        g = a[a.setting == arm]
+        if len(g):
+            levels.setdefault(round(float(g.tuning_factor.iloc[0]), 12), []).append(_short(arm))
+    trans = ax.get_yaxis_transform()  # x in axes units, y in data units
+    for tf, who in levels.items():
+        if 0 < tf <= 2:
+            y = math.acos(1 - tf)
+            ax.axhline(y, color="gray", ls="--", lw=1, zorder=1)
+            ax.text(1.01, y, f"arccos(1−TF), TF {tf:.2g}\n({', '.join(who)})", transform=trans, fontsize=figures.MIN_FONT,
+                    color="gray", va="center", ha="left", clip_on=False)
+    top = max([math.acos(1 - tf) for tf in levels if 0 < tf <= 2] + [ax.get_ylim()[1]])
+    ax.set_ylim(0, 1.1 * top)
+    return ax
+
+
+def recipe_table(runs: dict, tuning_factor: float) -> pd.DataFrame:
+    """The recipe's runs side by side, one row per epoch: Δθ (Eq. 11, rad) and ‖x‖ of the invariant tensors at each
+    batch size of ``runs`` ({B: (λ, ``StepTracker.history``)}), and arccos(1 − TF) beside them."""
+    rows = {}
+    for b, (wd, history) in runs.items():
+        for h in history:
+            r = rows.setdefault(h["epoch"], {"epoch": h["epoch"]})
+            r[f"Δθ at B = {b}, λ = {wd:.3g} (rad)"] = h["angular_update"]
+            r[f"‖x‖ at B = {b}"] = h["weight_norm"]
+    out = pd.DataFrame([rows[e] for e in sorted(rows)])
+    out["arccos(1 − TF) (rad)"] = tuning.angular_update_per_epoch(tuning_factor)
+    return out

@@ -10,6 +10,7 @@ import math
 import pandas as pd
 
 from ...results import findings, rules
+from ...results.tables import number
 
 RULE = "sec6 non-inferior"
 
@@ -46,7 +47,7 @@ def noninferior_to_every(per_seed: pd.DataFrame, chosen: float, real_data: bool 
     else:
         open_ = {c: r for c, (w, r) in judged.items() if w == "undecided"}
         few = [r for r in open_.values() if "needed" in r or "no interval" in r]
-        reason = few[0] if few else ("the interval against λ " + ", ".join(f"{c:g}" for c in open_)
+        reason = few[0] if few else ("the interval against λ " + ", ".join(f"{number(c)}" for c in open_)
                                      + f" reaches below −{m:g}")
         word = "undecided"
     if finite:
@@ -64,16 +65,16 @@ def noninferior_to_every(per_seed: pd.DataFrame, chosen: float, real_data: bool 
         hardest = max(need, key=lambda c: math.inf if need[c] is None else need[c])
         to_decide = findings.decide_text(contrasts[hardest], "≳", margin=m, minutes_per_seed=minutes_per_seed)
         if len(need) > 1:
-            to_decide += f" (the widest of the open contrasts, against λ {hardest:g})"
+            to_decide += f" (the widest of the open contrasts, against λ {number(hardest)})"
     return dict(word=word, reason=reason, contrasts=contrasts, ci=ci, rule=rule, to_decide=to_decide)
 
 
 def contrasts_text(contrasts: dict) -> str:
     """"λ 2.5e-05: +2.18 [−4.86, +9.22]; λ 0.0001: …" (each contrast chosen − that λ)."""
-    return "; ".join(f"λ {c:g}: {d.text()}" for c, d in sorted(contrasts.items()))
+    return "; ".join(f"λ {number(c)}: {d.text()}" for c, d in sorted(contrasts.items()))
 
 
 def contrasts_view(contrasts: dict, chosen: float):
     """The contrasts for people: per other λ, chosen − λ with its interval, as a DataFrame."""
-    return pd.DataFrame([{"other λ": f"{c:g}", f"λ {chosen:g} − other [95 % interval]": d.text(), "seeds": d.n}
+    return pd.DataFrame([{"other λ": f"{number(c)}", f"λ {number(chosen)} − other [95 % interval]": d.text(), "seeds": d.n}
                          for c, d in sorted(contrasts.items())])

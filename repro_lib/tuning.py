@@ -525,8 +525,15 @@ def detect(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names: Sequence[s
         raise ValueError(f"rtol: must be > 0, got {rtol!r}")
     loss_fn = loss_fn or F.cross_entropy
     net, x = _prepared_copy(model, x, dtype, bn_eps)
+    params = dict(net.named_parameters())
     if names is None:
-        names = [n for n, p in net.named_parameters() if p.requires_grad and p.ndim >= 2]
+        names = [n for n, p in params.items() if p.requires_grad and p.ndim >= 2]
+    names = list(names)
+    unknown = [n for n in names if n not in params]
+    if unknown:
+        raise ValueError(f"names: not parameters of the model: {unknown[:5]}")
+    if not names:
+        raise ValueError("names: no tensor to check (the model has no trainable tensor with 2 or more dimensions)")
     now = _measure_screened(net, x, y, names, c, loss_fn, rtol)
     _randomize(net, seed)
     rnd = _measure_screened(net, x, y, names, c, loss_fn, rtol)

@@ -195,3 +195,15 @@ def test_a_conv_with_bias_before_layer_norm_is_flagged_and_one_before_batch_norm
     kinds = dict(zip(found.table.tensor, found.table.kind))
     assert kinds == {"bn_conv.weight": tuning.INVARIANT, "ln_conv.weight": tuning.STATE_ONLY,
                      "fc.weight": tuning.NOT_INVARIANT}
+
+
+def test_bad_arguments_are_named():
+    model = nn.Sequential(nn.Linear(4, 4, bias=False), nn.BatchNorm1d(4))
+    x, y = torch.randn(8, 4), torch.randint(0, 4, (8,))
+    with pytest.raises(ValueError, match="^names: "):
+        tuning.detect(model, x, y, names=["nope"])
+    with pytest.raises(ValueError, match="^names: "):
+        tuning.detect(nn.Sequential(nn.BatchNorm1d(4)), x, y)
+    with pytest.raises(ValueError, match="^c: "):
+        tuning.detect(model, x, y, c=1)
+    assert tuning.detect(model, x, y).invariant == ["0.weight"]

@@ -111,20 +111,24 @@ def conditions(runs, paper=None, accuracy=None, paper_accuracy=None, regime: str
     pcfgs = _cfgs(paper) if not isinstance(paper, dict) else []
     pdict = paper if isinstance(paper, dict) else {}
 
+    def span(values, field):
+        if field == "n" and 0 in values:  # an ImageFolder run's n = 0: every training image
+            rest = [v for v in values if v]
+            return (_span(rest) + " and all" if rest else "all")
+        return _span(values)
+
     def paper_span(field):
         if field in pdict:
             v = pdict[field]
-            return _span(v if isinstance(v, (list, tuple, set)) else [v])
-        return _span([getattr(c, field) for c in pcfgs]) if pcfgs else ""
+            return span(list(v) if isinstance(v, (list, tuple, set)) else [v], field)
+        return span([getattr(c, field, None) for c in pcfgs], field) if pcfgs else ""
 
     def part(field, words):
         values = [getattr(c, field, None) for c in cfgs]
         if all(v is None for v in values):  # a config kind without the field (ImageFolderConfig: no width)
             return ""
-        ours = _span(values)
+        ours = span(values, field)
         theirs = paper_span(field)
-        if field == "n":  # an ImageFolder run's n = 0: every training image
-            ours, theirs = ("all" if ours == "0" else ours), ("all" if theirs == "0" else theirs)
         return words(ours) + (f" (paper {theirs})" if theirs and theirs != "?" and theirs != ours else "")
 
     bits = [part("n", lambda s: f"N = {s} training images"), part("width", lambda s: f"width {s}"),

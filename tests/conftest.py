@@ -71,6 +71,7 @@ def _shared_fixture_files(rootpath: Path) -> set[str]:
     return {p.relative_to(rootpath).as_posix() for p in here.glob("test_*.py") if _SHARED_FIXTURE.search(p.read_text())}
 
 
+@pytest.hookimpl(optionalhook=True)  # without pytest-xdist installed this hook is never called
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist (``make test``: -n auto): every test is its own unit of work, handed to the next free worker,
     except that a file with a module- or session-scoped fixture is one unit, so that its fixture runs once, on one

@@ -139,7 +139,7 @@ def toy2d_view(tab2d: pd.DataFrame):
                       "max ‖w‖": tab2d.max_norm, "paper's max ‖w‖": tab2d.paper_max_norm,
                       "final cos(w, w*)": tab2d.final_cos,
                       "iterations to cos > 0.99": tab2d.iters_to_cos_0_99.astype("Int64")})
-    return show(t, caption=f"Fig. 1 toy: lr {tab2d.lr.iloc[0]:g}, {int(tab2d.iters.iloc[0]):,} iterations",
+    return show(t, caption=f"Fig. 1 toy: lr {number(tab2d.lr.iloc[0])}, {int(tab2d.iters.iloc[0]):,} iterations",
                 formats={"final cos(w, w*)": "{:.4f}", "momentum": "{:g}", "max ‖w‖": "{:.2f}",
                          "paper's max ‖w‖": "{:.2f}"})
 
@@ -151,8 +151,8 @@ def fig3_view(best: pd.DataFrame, fixed: pd.DataFrame, fixed_lr: float):
     rows = []
     for r in best.itertuples():
         rows.append({"optimizer": name(r.method), "best lr": r.lr, "WD": r.weight_decay, "final loss": r.final_loss,
-                     "max r": r.r_max, f"final loss @ lr {fixed_lr:g}": f.loc[r.method, "final_loss"],
-                     f"max r @ lr {fixed_lr:g}": f.loc[r.method, "r_max"],
+                     "max r": r.r_max, f"final loss @ lr {number(fixed_lr)}": f.loc[r.method, "final_loss"],
+                     f"max r @ lr {number(fixed_lr)}": f.loc[r.method, "r_max"],
                      "paper's r": T.PAPER_FIG3_R.get(r.method, math.nan)})
     t = pd.DataFrame(rows)
     if not (t["WD"] > 0).any():
@@ -182,7 +182,7 @@ def h1_best(search: pd.DataFrame, beyond: pd.DataFrame | None = None) -> pd.Data
             s = pd.concat([s[s.iters.isin(beyond.iters.unique())], beyond[beyond.method.isin(methods)]],
                           ignore_index=True)
         if lrs == "beyond":  # say how far beyond
-            label = f"authors' code, lr up to {s.lr.max():g} (beyond the paper's range)"
+            label = f"authors' code, lr up to {number(s.lr.max())} (beyond the paper's range)"
         b = T.best_runs(s, ("method", "iters")).assign(setting=label)
         b["order"] = b.method.map({m: i for i, m in enumerate(methods)})
         out.append(b.sort_values(["iters", "order"]).drop(columns="order"))
@@ -198,7 +198,7 @@ def h1_runs(best: pd.DataFrame, setting: int, methods: Iterable[str], iters: int
         r = _h1(best, setting, m, iters)
         if not math.isfinite(r.lr):
             continue
-        label = f"{name(m)}, lr {r.lr:g}" + (f", WD {r.weight_decay:g}" if r.weight_decay else "")
+        label = f"{name(m)}, lr {number(r.lr)}" + (f", WD {number(r.weight_decay)}" if r.weight_decay else "")
         out[label] = T.rosenbrock3d(m, float(r.lr), iters, weight_decay=float(r.weight_decay))
     return out
 
@@ -221,15 +221,15 @@ def h1_setup(sizes: Mapping, cos_score: float, delta: float = 0.1):
     lo, hi = T.PAPER_LR_RANGE
     lrs = sizes["rb_adam_lrs"]
     rows = [
-        ("learning rate", f"searched in [{lo:g}, {hi:g}], decayed linearly every iteration",
-         f"{', '.join(f'{v:g}' for v in lrs)}, decayed linearly to 0; also {', '.join(f'{v:g}' for v in sizes['rb_adam_lrs_beyond'])}"),
-        ("β1, β2", f"momentum {T.PAPER_MOMENTUM:g}; β2 not given", f"{T.PAPER_MOMENTUM:g}, 0.999 (the authors' default)"),
+        ("learning rate", f"searched in [{number(lo)}, {number(hi)}], decayed linearly every iteration",
+         f"{', '.join(f'{number(v)}' for v in lrs)}, decayed linearly to 0; also {', '.join(f'{number(v)}' for v in sizes['rb_adam_lrs_beyond'])}"),
+        ("β1, β2", f"momentum {number(T.PAPER_MOMENTUM)}; β2 not given", f"{number(T.PAPER_MOMENTUM)}, 0.999 (the authors' default)"),
         ("iterations", "not given", f"{sizes['rb_iters']:,} and {sizes['rb_iters_long']:,}"),
         ("start", "(cψ, cφ) = (−2, 2) on r = 1", "the same"),
         ("projection (Eq. 10-11, δ = 0.1)", "when |cos(∇, w)|·√d < δ",
-         f"on at every step: the largest |cos|·√d along AdamP's run is {number(cos_score, 2)} < {delta:g}"),
+         f"on at every step: the largest |cos|·√d along AdamP's run is {number(cos_score, 2)} < {number(delta)}"),
         ("bias correction", "none in Algorithm 2 as printed; the authors' code has it", "both are run"),
-        ("weight decay", "AdamW's not given", f"searched: {', '.join(f'{v:g}' for v in sizes['rb_wds'])}"),
+        ("weight decay", "AdamW's not given", f"searched: {', '.join(f'{number(v)}' for v in sizes['rb_wds'])}"),
     ]
     return show(pd.DataFrame(rows, columns=["", "paper", "ours"]), caption="Fig. H.1: set-up, the paper's and ours")
 
@@ -271,12 +271,12 @@ def toy_claims(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, lemmas
     out.append(claim(
         "Fig. 1 (2D toy)", "momentum inflates the norm, more at 0.99 than at 0.9; SGDP does not and reaches "
         "cos(w, w*) > 0.99 sooner than momentum GD", word, reason,
-        f"max ‖w‖ {mn[('sgd', lo_mu)]:.2f} / {mn[('sgd', hi_mu)]:.2f} (momentum {lo_mu:g} / {hi_mu:g}) vs SGDP "
+        f"max ‖w‖ {mn[('sgd', lo_mu)]:.2f} / {mn[('sgd', hi_mu)]:.2f} (momentum {number(lo_mu)} / {number(hi_mu)}) vs SGDP "
         f"{mn[('sgdp', lo_mu)]:.2f} / {mn[('sgdp', hi_mu)]:.2f}; cos > 0.99 after {iters(it[('sgd', lo_mu)])} / "
         f"{iters(it[('sgd', hi_mu)])} vs {iters(it[('sgdp', lo_mu)])} / {iters(it[('sgdp', hi_mu)])} iterations",
-        f"max ‖w‖ {mn[('sgd', lo_mu)]:.2f} ({lo_mu:g}), {mn[('sgd', hi_mu)]:.2f} ({hi_mu:g}); SGDP "
+        f"max ‖w‖ {mn[('sgd', lo_mu)]:.2f} ({number(lo_mu)}), {mn[('sgd', hi_mu)]:.2f} ({number(hi_mu)}); SGDP "
         f"{mn[('sgdp', lo_mu)]:.2f}, {mn[('sgdp', hi_mu)]:.2f}",
-        "max ‖w‖ " + ", ".join(f"{v:g} ({k:g})" for k, v in T.PAPER_FIG1_MAX_NORM.items()), data))
+        "max ‖w‖ " + ", ".join(f"{number(v)} ({number(k)})" for k, v in T.PAPER_FIG1_MAX_NORM.items()), data))
 
     f3 = fig3.set_index(["method", "iters"])
     budgets = sorted(fig3.iters.unique())
@@ -288,7 +288,7 @@ def toy_claims(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, lemmas
     out.append(claim(
         "Fig. 3 (3D Rosenbrock)", "momentum GD grows r (1.0 → 3.2), SGDP hardly (1.12), and SGDP converges faster",
         word, reason,
-        f"lr {sizes['rb_fixed_lr']:g}: max r {f3.loc[('sgd', first), 'r_max']:.2f} vs SGDP "
+        f"lr {number(sizes['rb_fixed_lr'])}: max r {f3.loc[('sgd', first), 'r_max']:.2f} vs SGDP "
         f"{f3.loc[('sgdp', first), 'r_max']:.2f}; final loss "
         + ", ".join(f"{f3.loc[('sgd', n), 'final_loss']:.3g} vs {f3.loc[('sgdp', n), 'final_loss']:.3g} "
                     f"({n:,} it.)" for n in budgets),
@@ -305,7 +305,7 @@ def toy_claims(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, lemmas
     ap = {n: _h1(h1, 1, "adam_printed", n) for n in hb}
     pp = {n: _h1(h1, 1, "adamp_printed", n) for n in hb}
     lo, hi = T.PAPER_LR_RANGE
-    where = f"best lr each in [{lo:g}, {hi:g}]"
+    where = f"best lr each in [{number(lo)}, {number(hi)}]"
     word, reason = budget_verdict({n: bool(p[n].r_max < a[n].r_max and w[n].r_max < a[n].r_max) for n in hb})
     out.append(claim(
         "Fig. H.1 (Adam), norm", "Adam's norm grows; WD (AdamW) and the projection (AdamP) hold it down",
@@ -359,7 +359,7 @@ def toy_claims(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, lemmas
     out.append(claim(
         "Cor. 2.3", "GD + momentum / GD norm-growth ratio → 1 + 2β/(1−β) = 19 at β = 0.9", word, reason,
         ", ".join(f"{r:.4g} (A_k = {a_})" for a_, r in at.items()) + f" after {sizes['ratio_terms']:,} terms",
-        ", ".join(f"{r:.4g}" for r in at.values()), f"{limit:g} at β = 0.9", data))
+        ", ".join(f"{r:.4g}" for r in at.values()), f"{number(limit)} at β = 0.9", data))
     return out
 
 
@@ -373,17 +373,17 @@ def toys_found(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, claims
     sgdp_max = max(mn[("sgdp", mu)] for mu in (lo_mu, hi_mu))
     it_txt = lambda k: findings.num(k, ".0f", "never")  # noqa: E731
     s1 = (f"**Fig. 1**: momentum GD's norm peaks at {mn[('sgd', lo_mu)]:.2f} / {mn[('sgd', hi_mu)]:.2f} (momentum "
-          f"{lo_mu:g} / {hi_mu:g}; paper {p1[lo_mu]:g} / {p1[hi_mu]:g}, our lr {sizes['toy2d_lr']:g} was chosen to "
+          f"{number(lo_mu)} / {number(hi_mu)}; paper {number(p1[lo_mu])} / {number(p1[hi_mu])}, our lr {number(sizes['toy2d_lr'])} was chosen to "
           f"match the first, so the second is the test), while SGDP stays at ≤ {sgdp_max:.2f} and reaches "
-          f"cos > 0.99 first ({it_txt(it[('sgdp', lo_mu)])} vs {it_txt(it[('sgd', lo_mu)])} iterations at {lo_mu:g}).")
+          f"cos > 0.99 first ({it_txt(it[('sgdp', lo_mu)])} vs {it_txt(it[('sgd', lo_mu)])} iterations at {number(lo_mu)}).")
     f3 = fig3.set_index(["method", "iters"])
     b = sorted(fig3.iters.unique())
     lo, hi = T.PAPER_LR_RANGE
     s2 = (f"**Fig. 3**: momentum GD grows r to {f3.loc[('sgd', b[0]), 'r_max']:.2f} and SGDP to "
           f"{f3.loc[('sgdp', b[0]), 'r_max']:.2f} (paper {T.PAPER_FIG3_R['sgd']:g} / {T.PAPER_FIG3_R['sgdp']:g}) and "
-          f"SGDP ends lower at {'both budgets' if len(b) == 2 else 'every budget'}, at lr {sizes['rb_fixed_lr']:g}: "
-          f"far below the paper's range [{lo:g}, {hi:g}], because Eq. B.2 as printed has a gradient of {number(grad0, 2)} at "
-          f"the start (a step of {lo * grad0:.0f} at lr {lo:g}).")
+          f"SGDP ends lower at {'both budgets' if len(b) == 2 else 'every budget'}, at lr {number(sizes['rb_fixed_lr'])}: "
+          f"far below the paper's range [{number(lo)}, {number(hi)}], because Eq. B.2 as printed has a gradient of {number(grad0, 2)} at "
+          f"the start (a step of {lo * grad0:.0f} at lr {number(lo)}).")
     hb = sorted(h1.iters.unique())
     a = {n: _h1(h1, 0, "adam", n) for n in hb}
     p = {n: _h1(h1, 0, "adamp", n) for n in hb}
@@ -409,7 +409,7 @@ def toys_found(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, claims
     beyond = ""
     if len(far) and {"adam", "adamp"} <= set(far.method):
         fa, fp = far[far.method == "adam"].iloc[0], far[far.method == "adamp"].iloc[0]
-        beyond = (f", as with the authors' code at lr {fp.lr:g}, beyond the paper's range ({number(fp.final_loss, 3)} vs "
+        beyond = (f", as with the authors' code at lr {number(fp.lr)}, beyond the paper's range ({number(fp.final_loss, 3)} vs "
                   f"{number(fa.final_loss, 3)}, Adam's r {number(fa.r_max, 3)})")
     s4 = (f"With **Algorithm 2 as printed** (no bias correction: a first step (1 − β1)/√(1 − β2) = "
           f"{(1 - b1) / math.sqrt(1 - b2):.1f} times larger) Adam's r jumps to {ap[hb[0]].r_max:.2f} and stays "
@@ -430,15 +430,15 @@ def toys_found(tab2d: pd.DataFrame, fig3: pd.DataFrame, h1: pd.DataFrame, claims
 def _momentum_text(c) -> str:
     if c.optimizer in ("adam", "adamw", "adamp"):
         betas = dict(c.optimizer_kwargs).get("betas", (0.9, 0.999))
-        return f"β = ({betas[0]:g}, {betas[1]:g})"
-    return f"{c.momentum:g}" + (" (Nesterov)" if c.nesterov else "")
+        return f"β = ({number(betas[0])}, {number(betas[1])})"
+    return f"{number(c.momentum)}" + (" (Nesterov)" if c.nesterov else "")
 
 
 def plan_view(cfgs: Iterable, caption: str = ""):
     """One row per run config: optimizer, lr, momentum, weight decay (and its convention), epochs, batch, images,
     width (what a reader needs of a ``RunConfig``; the full config is in the run store)."""
     rows = [{"optimizer": NET_NAMES.get(c.optimizer, c.optimizer), "lr": c.lr, "momentum": _momentum_text(c),
-             "weight decay": f"{c.weight_decay:g} ({c.weight_decay_mode})", "epochs": c.num_epochs,
+             "weight decay": f"{number(c.weight_decay)} ({c.weight_decay_mode})", "epochs": c.num_epochs,
              "batch": c.batch_size, "train images": c.n, "width": c.width} for c in cfgs]
     return show(pd.DataFrame(rows), caption=caption)
 
@@ -704,7 +704,7 @@ def no_growth(row) -> bool:
 
 def _wd(w: float) -> str:
     """A weight decay as the paper prints it: 1e-5, 1e-4, 0."""
-    return "0" if w == 0 else f"{w:.0e}".replace("e-0", "e-") if w < 1e-3 else f"{w:g}"
+    return "0" if w == 0 else f"{w:.0e}".replace("e-0", "e-") if w < 1e-3 else f"{number(w)}"
 
 
 def _wd_text(a: str, b: str, setting: str) -> str:
@@ -775,8 +775,8 @@ def cifar_found(cfg, found: pd.DataFrame, res: pd.DataFrame, data: str, seeds: i
             out.append(f"Every optimizer must fit the training set for its accuracy to mean anything: at E.2's decay "
                        f"the final train accuracy (mean over seeds) is "
                        + ", ".join(f"{NET_NAMES[o]} {e2[o]:.1f} %" for o in NET_NAMES if o in e2.index)
-                       + (f"; the Adam family is within {TRAIN_GAP:g} points of SGD." if not far else
-                          f"; {' and '.join(far)} stay{'s' if len(far) == 1 else ''} more than {TRAIN_GAP:g} points "
+                       + (f"; the Adam family is within {number(TRAIN_GAP)} points of SGD." if not far else
+                          f"; {' and '.join(far)} stay{'s' if len(far) == 1 else ''} more than {number(TRAIN_GAP)} points "
                           f"below SGD, so {'its' if len(far) == 1 else 'their'} accuracy contrast compares an "
                           f"under-trained run."))
 
@@ -916,7 +916,7 @@ def delta_claims(ours: pd.DataFrame, ref: pd.DataFrame, data: str, real_data: bo
     the sets of δ compared directly (a pipeline check)."""
     paper_set = _perfect_set(ref)
     ours_set = _perfect_set(ours)
-    deltas = ", ".join(f"{d:g}" for d in sorted(paper_set, reverse=True))
+    deltas = ", ".join(f"{number(d)}" for d in sorted(paper_set, reverse=True))
     holds = paper_set <= ours_set
     drift = score_drift(stats) if stats is not None else math.nan
     settled = None if not math.isfinite(drift) else drift <= findings.REGIME_DRIFT
@@ -939,7 +939,7 @@ def delta_claims(ours: pd.DataFrame, ref: pd.DataFrame, data: str, real_data: bo
         to_decide = ("the regime the claim speaks of: a longer run in which the scale-variant score settles; then "
                      if settled is False else "") + (
             f"a miss shown at a settled score decides *no*; *holds* needs every decision a detection over about "
-            f"{n_all:,} decisions (the exact interval's lower end then within Table B.1's −{rule.margin:g})")
+            f"{n_all:,} decisions (the exact interval's lower end then within Table B.1's −{number(rule.margin)})")
     sep, sep_paper = findings.perfect_at(_both(ours), "both"), findings.perfect_at(_both(ref), "both")
     detail = (f"both 100 % {sep} (paper: {sep_paper}); scale-variant 100 % "
               f"{findings.perfect_at(ours, 'scale_variant_detection')}, scale-invariant "
@@ -995,7 +995,7 @@ def delta_found(sizes: Mapping, stats: pd.DataFrame, intervals: pd.DataFrame, ou
     one = n_sv == 1
     s2 = (f"The {'one' if one else n_sv} scale-variant tensor{'' if one else 's'} (the FC weight"
           f"{'' if one else ' among them'}) reach{'es' if one else ''} a layer-wise |cos| as low as "
-          f"{get(False, 'cos_layer', 'low'):.2g} (the paper's range starts at {T.PAPER_COS_INTERVALS[False][0]:g}), "
+          f"{number(get(False, 'cos_layer', 'low'), 2)} (the paper's range starts at {number(T.PAPER_COS_INTERVALS[False][0])}), "
           f"so {'it is' if one else 'they are'} told apart at every recorded step only {sv}; the paper's "
           f"scale-variant detection is 100 % {sv_paper}.")
     if sizes.get("synthetic"):
@@ -1015,7 +1015,7 @@ def delta_found(sizes: Mapping, stats: pd.DataFrame, intervals: pd.DataFrame, ou
 # ------------------------------------------------------------------------------------------------------------
 def imagenet_plan_view(cfgs: list):
     rows = [{"model": c.model, "optimizer": NET_NAMES.get(c.optimizer, c.optimizer), "lr": c.lr,
-             "weight decay": f"{c.weight_decay:g} ({c.weight_decay_mode})", "batch": c.batch_size,
+             "weight decay": f"{number(c.weight_decay)} ({c.weight_decay_mode})", "batch": c.batch_size,
              "epochs": c.num_epochs, "label smoothing": c.label_smoothing, "seed": c.seed} for c in cfgs]
     return show(pd.DataFrame(rows), caption="the runs this profile trains")
 
@@ -1072,7 +1072,7 @@ def imagenet_found(plan, df: pd.DataFrame, t1: pd.DataFrame, t2: pd.DataFrame, p
     c = t1.dropna(subset=["norm_change"])
     if len(c):
         parts.append("Table 1 norm change (ours vs the paper's): " + "; ".join(
-            f"{NET_NAMES[r.optimizer]} WD {r.weight_decay:g} {r.norm_change:+.3f} vs {r.paper_norm_change:+.2f}"
+            f"{NET_NAMES[r.optimizer]} WD {number(r.weight_decay)} {r.norm_change:+.3f} vs {r.paper_norm_change:+.2f}"
             for r in c.itertuples()) + "; our norm is the concatenated conv weights', so compare directions.")
     return " ".join(parts)
 

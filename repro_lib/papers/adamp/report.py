@@ -1040,7 +1040,7 @@ def table1_view(t1: pd.DataFrame):
                                                  for a, b in zip(t1.norm_first, t1.norm_last)],
                       "ours change": t1.norm_change, "ours top-1": t1.test_acc})
     return show(t, caption="Table 1 (ImageNet ResNet-18): the paper's norms and top-1, ours where a run finished",
-                formats={"WD": "{:g}", "paper change": "{:+.2f}", "paper top-1": "{:.2f}", "ours change": "{:+.3f}",
+                formats={"WD": _wd, "paper change": "{:+.2f}", "paper top-1": "{:.2f}", "ours change": "{:+.3f}",
                          "ours top-1": "{:.2f}"})
 
 

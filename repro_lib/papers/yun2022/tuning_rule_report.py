@@ -475,8 +475,10 @@ def plot_angles(hist: pd.DataFrame, a: pd.DataFrame, ax=None, title: str = ""):
             ax.axhline(y, color="gray", ls="--", lw=1, zorder=1)
             ax.text(1.01, y, f"arccos(1−TF), TF {tf:.2g}\n({', '.join(who)})", transform=trans, fontsize=figures.MIN_FONT,
                     color="gray", va="center", ha="left", clip_on=False)
-    top = max([math.acos(1 - tf) for tf in levels if 0 < tf <= 2] + [ax.get_ylim()[1]])
-    ax.set_ylim(0, 1.1 * top)
+    seen = float(hist["angular_update"].max()) if "angular_update" in hist and len(hist) else math.nan
+    top = max([math.acos(1 - tf) for tf in levels if 0 < tf <= 2] + ([seen] if math.isfinite(seen) else []) + [0.1])
+    ax.set_ylim(0, 1.1 * top)  # every epoch shown, the references included
+    ax.set_ylabel("Δθ per epoch (rad)")
     return ax
 
 

@@ -117,7 +117,7 @@ def test_sec6_holds_only_against_every_other_lambda():
     wide = S6.noninferior_to_every(_wd_per_seed({2.5e-5: 2.0, 1e-4: 1.5, 1.6e-3: 1.1},
                                                 {2.5e-5: 4.0, 1e-4: 0.1, 1.6e-3: 0.1}), 4e-4, minutes_per_seed=10.0)
     assert wide["contrasts"][1.6e-3].lo > -1 and wide["word"] == "undecided"
-    assert "2.5e-05" in wide["reason"] and "1.6e-03" not in wide["reason"] and wide["to_decide"]
+    assert "2.5·10⁻⁵" in wide["reason"] and "1.6·10⁻³" not in wide["reason"] and wide["to_decide"]
     # any λ shown more than 1 point above the prediction: no
     worse = S6.noninferior_to_every(_wd_per_seed({2.5e-5: 2.0, 1e-4: -3.0, 1.6e-3: 1.1}, tight), 4e-4)
     assert worse["word"] == "no"

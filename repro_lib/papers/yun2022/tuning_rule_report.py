@@ -335,6 +335,19 @@ def _points(iv: dict) -> str:
     return f"{iv['mean']:+.2f} points{ci}"
 
 
+def regime_words(results: pd.DataFrame) -> str:
+    """Whether the two runs the claims compare (the tuned runs at B, the rule's at 4B) reached the regime the
+    claims speak of, in words for the first screen's conditions line (``results.findings.regime``)."""
+    a = arms(results)
+    parts = []
+    for arm in ARMS[:2]:
+        r = fnd.regime(list(a[a.setting == arm].history) if len(a) else [])
+        state = ("Δθ settled" if r["settled"] else "Δθ not settled" if r["settled"] is False else "Δθ not measured")
+        drift = f" (drift {100 * r['drift']:.0f} %)" if math.isfinite(r["drift"]) else ""
+        parts.append(f"{_short(arm)}: {state}{drift}")
+    return "; ".join(parts) + " before the first LR decay"
+
+
 def claims(found: pd.DataFrame, data: str, results: pd.DataFrame, model: str) -> list[dict]:
     """The rows ``results.publish.record_claims`` writes (one per claim of :func:`findings`), with the interval
     fields of ``results.findings.interval_fields``."""

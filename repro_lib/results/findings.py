@@ -74,8 +74,9 @@ def judge(holds: bool | None, beyond_noise: bool, seeds: int = MIN_SEEDS, real_d
     evaluation); ``seeds``: the finished seeds it rests on; ``real_data``: measured on real images, where fewer than
     :data:`MIN_SEEDS` seeds leave it *undecided* either way (a deterministic identity or toy passes False);
     ``settled``: whether the regime the claim speaks of was reached (False: *undecided* whichever way the
-    measurement points -- a gate applies to both outcomes; None: not measured); ``tolerant``: the claim already allows for a near miss ("best or second"), so pointing the
-    claimed way is enough to hold, within the noise or not."""
+    measurement points -- a gate applies to both outcomes; None: not measured); ``tolerant``: the claim already
+    allows for a near miss ("best or second"), so pointing the claimed way is enough to hold, within the noise or
+    not."""
     if holds is None:
         return "undecided", "no finished run"
     if real_data and seeds < MIN_SEEDS:
@@ -133,7 +134,7 @@ class Difference:
     #: the residual degrees of freedom behind the interval (NaN where it has none)
     df: float = math.nan
     #: the standard deviation of the per-seed differences (paired) or the standard error's scale (pooled: the
-    #: residual sd × √2), from which :func:`seeds_to_decide` sizes a decisive run
+    #: residual sd × √2), from which :func:`seeds_needed` sizes a decisive run
     sd: float = math.nan
 
     @property
@@ -152,6 +153,14 @@ class Difference:
         if not self.has_interval:
             return format(self.diff, spec)
         return f"{self.diff:{spec}} [{self.lo:{spec}}, {self.hi:{spec}}]"
+
+    def log(self) -> "Difference":
+        """The same interval on the log scale (a ratio's estimate and bounds as logs; ``sd`` of a ratio from
+        :func:`ratio_interval` is already on that scale), for :func:`decide_text`; no interval: a NaN one."""
+        if not (self.has_interval and self.diff > 0 and self.lo > 0):
+            return Difference(math.nan, math.nan, math.nan, self.n, self.paired, self.method, self.level)
+        return Difference(math.log(self.diff), math.log(self.lo), math.log(self.hi), self.n, self.paired, self.method,
+                          self.level, self.df, self.sd)
 
     def how(self) -> str:
         """"paired by seed, 5 seeds" / "unpaired (Welch), 3 and 3 seeds" in words."""
@@ -290,6 +299,11 @@ def judge_difference(d: Difference, relation: str, margin: float | None = None, 
     return word, reason
 
 
+def finite_or_none(v) -> float | None:
+    """``v`` as a float for ``claims.json``, None where it is absent or not finite (JSON has no NaN)."""
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
 def interval_fields(d: Difference, paper_effect: float | None = None, margin: float | None = None,
                     rule=None, gate_ok: bool | None = None, to_decide: str = "", scale: str = "") -> dict:
     """The fields every real-data claim of ``claims.json`` carries: ``ci`` ([lo, hi], the interval of the tested
@@ -299,7 +313,7 @@ def interval_fields(d: Difference, paper_effect: float | None = None, margin: fl
     included), ``gate_ok`` (whether the regime the rule's gate names was reached; None: not measured),
     ``to_decide`` (what would decide an *undecided* claim, :func:`decide_text`) and ``scale`` ("ratio": ``estimate``
     and ``ci`` are ratios)."""
-    fin = lambda v: float(v) if v is not None and math.isfinite(v) else None  # noqa: E731
+    fin = finite_or_none
     out = {"ci": [fin(d.lo), fin(d.hi)], "resolution": fin(d.resolution), "estimate": fin(d.diff),
            "level": d.level}
     if paper_effect is not None:
@@ -318,7 +332,7 @@ def interval_fields(d: Difference, paper_effect: float | None = None, margin: fl
     return out
 
 
-#: the most seeds :func:`seeds_to_decide` counts before it says no seed budget of this profile decides the claim
+#: the most seeds :func:`seeds_needed` counts before :func:`decide_text` says no seed budget decides the claim
 MAX_SEEDS = 200
 
 
@@ -724,20 +738,20 @@ def findings(results: pd.DataFrame, col: str = "n", value: str = "test_acc", yel
     ``resolution`` (the interval's half-width) and ``df`` (:func:`pooled_contrasts`), ``gap_to_second`` (yellow −
     the column's second-best mean), ``gap_to_second_other`` (yellow − the second-best other cell, the contrast that
     decides "best or second" either way) with ``second_lo``, ``second_hi``, ``contrasts`` ({tf: (lo, hi)} of yellow −
-    every other cell), ``previous_verdict`` (the word under the rank-only rule this one replaced), ``runner_up_margin`` (best − second best of the column), ``spread`` (the larger seed
-    sd of the yellow and best-other cells), ``peak_tf`` [``peak_lo``, ``peak_hi``] and ``fit_p``
-    (:func:`fitted_optimum`: TF at the optimum, its 90 % interval), ``peak_vs_yellow`` (optimum / yellow tuning
-    factor, with ``peak_ratio_lo``, ``peak_ratio_hi``; ``optimum_verdict``, ``optimum_reason``: within one grid step,
-    ``rules.RULES["grid optimum"]``), ``paper_effect`` (the paper's
-    own yellow − best other cell of the column, where the plan carries ``paper_accuracy``), ``missing`` (runs not in
+    every other cell), ``previous_verdict`` (the word under the rank-only rule this one replaced),
+    ``runner_up_margin`` (best − second best of the column), ``spread`` (the larger seed sd of the yellow and
+    best-other cells), ``peak_tf`` [``peak_lo``, ``peak_hi``] and ``fit_p`` (:func:`fitted_optimum`: TF at the
+    optimum, its 90 % interval), ``peak_vs_yellow`` (optimum / yellow tuning factor, with ``peak_ratio_lo``,
+    ``peak_ratio_hi``; ``optimum_verdict``, ``optimum_reason``: within one grid step, ``rules.RULES["grid
+    optimum"]``), ``paper_effect`` (the paper's own yellow − best other cell of the column, where the plan carries ``paper_accuracy``), ``missing`` (runs not in
     the store), the regime check of the yellow cells (:func:`regime`: ``settled``, ``regime_drift``,
     ``regime_window``), and the verdict.
 
     ``claim`` "best or second" (:data:`GRID_CLAIMS`, ``rules.RULES["grid best or second"]``): *holds* when the
     yellow cell is shown above all but one other cell; *no* when two cells are shown above it; else *undecided*
     ("leaning best/second/below second": the rank as a description). ``claim`` "best": shown above every other cell
-    / one cell shown above it. Both gated by the regime check, both ways (not settled: *undecided*). ``real_data`` (default: from the configs) makes a yellow cell run with fewer than
-    :data:`MIN_SEEDS` seeds (``yellow_seeds``: finished or diverged, a diverged seed being a result too)
+    / one cell shown above it. Both gated by the regime check, both ways (not settled: *undecided*). ``real_data``
+    (default: from the configs) makes a yellow cell run with fewer than :data:`MIN_SEEDS` seeds (``yellow_seeds``: finished or diverged, a diverged seed being a result too)
     *undecided*."""
     if claim not in GRID_CLAIMS:
         raise ValueError(f"claim: {claim!r} is not one of {GRID_CLAIMS}")
@@ -1161,7 +1175,8 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
         contrasts = r.get("contrasts") or {}
         fields = interval_fields(deciding, paper_effect=pe if pe is not None and math.isfinite(pe) else None,
                                  rule=rule, gate_ok=_gate(r.get("settled")), to_decide=to_decide)
-        fields["contrasts"] = {f"{tf:.6g}": [_fin(lo), _fin(hi)] for tf, (lo, hi) in contrasts.items()}
+        fields["contrasts"] = {f"{tf:.6g}": [finite_or_none(lo), finite_or_none(hi)]
+                               for tf, (lo, hi) in contrasts.items()}
         rows.append({"paper": paper, "item": f"{item}{sub}, {where}", "claim": claim, "data": data,
                      "seeds": seeds, "seeds_max": int(r.get("seeds_max", r["seeds"])),
                      "verdict": verdict_text(r), "word": r["verdict"], "regime": regime_text(r),
@@ -1177,10 +1192,6 @@ def _gate(settled) -> bool | None:
     if settled is None or (isinstance(settled, float) and math.isnan(settled)):
         return None
     return bool(settled)
-
-
-def _fin(v):
-    return float(v) if v is not None and math.isfinite(v) else None
 
 
 def _optimum_row(r, paper: str, item: str, data: str, minutes, seeds: int) -> dict:

@@ -30,7 +30,7 @@ from ...results import rules
 from ...runs import sweep
 from ...store import Store
 from .. import transcribed
-from .grids import get, plans
+from .grids import plans
 
 #: the grid tables pooled: every Yun et al. table with a yellow cell per column, and Sec. 3.2's combinations
 TABLES = ("yun2022_table1", "yun2022_table2", "yun2022_table3", "yun2022_table4", "yun2022_table5", "yun2022_table6",
@@ -185,7 +185,9 @@ def _more_columns(word: str, p: dict, rule: rules.Rule, log2: bool = False) -> s
         target = min(abs(est - math.log2(rule.margin)), abs(est + math.log2(rule.margin)))
     else:
         target = abs(est + rule.margin)
-    z = 1.959964 if rule.level > 0.94 else 1.644854
+    from scipy import stats
+
+    z = stats.norm.ppf(1 - rule.alpha)  # the pooled interval is normal, as combine_effects makes it
     k = math.ceil(p["k"] * (z * p["se"] / target) ** 2) if target > 0 else None
     return (f"about {k} columns of this spread ({k - p['k']} more)" if k else
             "no number of columns: the estimate sits on the margin")
@@ -194,8 +196,6 @@ def _more_columns(word: str, p: dict, rule: rules.Rule, log2: bool = False) -> s
 def forest(cols: pd.DataFrame, summary: dict, ax_gap, ax_opt) -> None:
     """The forest plot: one row per column (estimate and its own interval), the pooled estimate as a diamond at the
     bottom; left the gap (points, margin −1 dashed), right log₂ optimum / yellow (±1 grid step dashed)."""
-    import matplotlib.pyplot as plt  # noqa: F401
-
     for ax, est, lo, hi, key, xlabel, marks in (
             (ax_gap, "gap", "gap_lo", "gap_hi", "gap", "yellow − best other cell (points)",
              (-rules.rule("pooled gap").margin, 0)),

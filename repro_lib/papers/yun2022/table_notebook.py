@@ -637,9 +637,7 @@ class YunTables:
         real = dataset_label(results) != fnd.SYNTHETIC
         word, reason = rules.decide(rule, ci=(d.lo, d.hi), gate_ok=gate, seeds=d.n, real_data=real,
                                     gate_words="before Δθ settled in every column")
-        log_d = (fnd.Difference(math.log(d.diff), math.log(d.lo), math.log(d.hi), d.n, True, d.method, d.level, d.df,
-                                d.sd) if d.has_interval else fnd.NO_DIFFERENCE)
-        to_decide = (fnd.decide_text(log_d, "≤", margin=math.log(rule.margin), units="(log ratio)",
+        to_decide = (fnd.decide_text(d.log(), "≤", margin=math.log(rule.margin), units="(log ratio)",
                                      gated=gate is False and reason.startswith(("the claimed", "against")),
                                      gate_fix="a first phase long enough for Δθ to settle in every column")
                      if word == "undecided" else "")

@@ -280,7 +280,7 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
             interval={**fnd.interval_fields(deciding, rule=rule4, gate_ok=settled,
                                             to_decide=_to_decide(deciding, ">", None, settled, judged, minutes, real,
                                                                  blocks=max(1, len(bounds)))),
-                      "contrasts": {f"{c:g}": [_fin(d.lo), _fin(d.hi)] for c, d in contrasts.items()}})
+                      "contrasts": {f"{c:g}": [fnd.finite_or_none(d.lo), fnd.finite_or_none(d.hi)] for c, d in contrasts.items()}})
     else:
         row("Eq. 27, λ × 4 at B × 4 (Tables 3-4's reading)", "at 4B the rule's weight decay is best or second of "
             "the searched values", _paper_rank(pp, t3), "", {}, fnd.judge(None, False), "")
@@ -302,10 +302,6 @@ def _to_decide(d, rel, margin, settled, judged, minutes, real, paper_effect=None
     if settled is False:
         return fnd.decide_text(d, rel, gated=True, gate_fix=GATE_FIX) + (f"; then {seeds}" if seeds else "")
     return seeds
-
-
-def _fin(v):
-    return float(v) if v is not None and math.isfinite(v) else None
 
 
 def _paper_rank(pp: dict, t3: str) -> str:

@@ -130,3 +130,35 @@ def test_no_stage2_record_predates_the_plan():
             if f.exists():
                 finished = json.loads(f.read_text()).get("finished")
                 assert finished is None or finished >= t0, (key, cfg.hash)
+
+
+@pytest.mark.parametrize("key", ["adamp_adamw", "table4_b256", "section3_c2_optimum", "table11_b256_optimum"])
+def test_the_stage2_judgement_at_stage_one_reproduces_the_published_claim(key):
+    """The code that judges stage 2, run on the stage-1 seeds at the stage-1 level, gives the published claim's
+    interval, gate and word: stage 2 changes the seeds and the level, nothing else."""
+    from repro_lib.papers import stage2
+
+    t = {x.key: x for x in stage2.TARGETS}[key]
+    res = stage2._collect(stage2._stage1_runs(t), ROOT / "reports")
+    if (res["status"] == "missing").any():
+        pytest.skip("the published stage-1 records are not in this checkout")
+    f = stage2._stage2_fields(t, res, rules.rule(t.rule))
+    claims = json.loads((ROOT / "reports" / "cpu" / t.notebook / "claims.json").read_text())
+    c = next(c for c in claims if c["item"] == t.item and c["claim"].startswith(t.claim[:40]))
+    assert f["ci"] == pytest.approx(c["ci"], abs=1e-9)
+    assert f["gate_ok"] == c["gate_ok"]
+    assert f["seeds"] == c["seeds"]
+    assert (f["word"] in ("holds", "no")) == (c["word"] in ("holds", "no"))
+
+
+def test_judge_leaves_a_claim_whose_stage2_runs_are_missing_at_stage_one(tmp_path):
+    from repro_lib.papers import stage2
+
+    claims = json.loads((ROOT / "reports" / "cpu" / "adamp_cifar" / "claims.json").read_text())
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "stage2_plan.json").write_text(PLAN.read_text())
+    out = stage2.judge("adamp_cifar", claims, results_dir=tmp_path)
+    target = next(c for c in out if c["claim"] == "test accuracy: AdamP > AdamW")
+    assert target["word"] == next(c for c in claims if c["claim"] == target["claim"])["word"]
+    assert "stage" not in target and target["stage2"].startswith("0 of 4 planned stage-2 runs")
+    assert claims[0] == json.loads((ROOT / "reports" / "cpu" / "adamp_cifar" / "claims.json").read_text())[0]

@@ -433,3 +433,137 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------------------------------- judging stage 2
+def _stage1_runs(t: Target) -> pd.DataFrame:
+    """The target's stage-1 runs: its runs' function at the stage-1 seeds (the same configs the notebook trained)."""
+    fn = t.runs
+    if t.key == "adamp_adamw":
+        return _adamp(("adamp", "adamw"), STAGE1_SEEDS)()
+    where = {"table4_b256": ("yun2022_table4", {"paper_batch_size": 256}),
+             "table6": ("yun2022_table6", {"paper_n": 25000}),
+             "table11_b1024": ("yun2022_table11", {"paper_batch_size": 1024}),
+             "table11_b256_optimum": ("yun2022_table11", {"paper_batch_size": 256}),
+             "section3_c1_optimum": ("yun2022_section3", {"combination": 1}),
+             "section3_c2_optimum": ("yun2022_section3", {"combination": 2}),
+             "section3_c3": ("yun2022_section3", {"combination": 3})}
+    if t.key not in where:
+        raise ValueError(f"target: {t.key!r} has no stage-1 runs of its own ({fn})")
+    exp, w = where[t.key]
+    return _yun_column(exp, w, STAGE1_SEEDS)()
+
+
+def _collect(plan: pd.DataFrame, results_dir) -> pd.DataFrame:
+    from ..runs.sweep import run_sweep
+
+    return run_sweep(plan, store=results_dir, collect=True, progress=False)
+
+
+def _stage2_fields(t: Target, res: pd.DataFrame, rule2: rules.Rule) -> dict:
+    """The claim fields of ``t`` judged on every seed of ``res`` by ``rule2`` (the claim's rule at the stage-2
+    level): ``ci``, ``estimate``, ``level``, ``seeds``, ``gate_ok``, ``word``, ``reason`` (and ``contrasts`` for a
+    grid)."""
+    from ..results import findings
+
+    level = rule2.level
+    ok = res["status"] == "finished"
+    acc = res["test_acc"].where(ok)
+    if t.rule == "paired >":
+        a = pd.Series(acc[res.optimizer == "adamp"].to_numpy(), index=res.seed[res.optimizer == "adamp"])
+        b = pd.Series(acc[res.optimizer == "adamw"].to_numpy(), index=res.seed[res.optimizer == "adamw"])
+        d = findings.difference(a.dropna(), b.dropna(), paired=True, level=level)
+        word, reason = rules.decide(rule2, ci=(d.lo, d.hi), gate_ok=None, seeds=d.n)
+        return {"ci": [d.lo, d.hi], "estimate": d.diff, "level": level, "seeds": d.n, "gate_ok": None,
+                "word": word, "reason": reason, "text": f"AdamP − AdamW {d.diff:+.2f} [{d.lo:+.2f}, {d.hi:+.2f}]"}
+    cell = res["tuning_factor"].round(6)
+    yellow = float(cell[res["yellow"]].iloc[0])
+    per_seed = pd.DataFrame({"seed": res.seed, "cell": cell, "acc": acc}).pivot_table(
+        index="seed", columns="cell", values="acc", aggfunc="first", dropna=False)
+    histories = [h for h, y in zip(res["history"], res["yellow"]) if y]
+    settled = findings.regime(histories)["settled"]
+    seeds = int(per_seed[yellow].notna().sum())
+    if rules.rule(t.rule).relation == "band":
+        fit = findings.fitted_optimum(res["tuning_factor"][ok.to_numpy()], acc[ok], res.seed[ok], yellow,
+                                      level=level)
+        if not math.isfinite(fit["lo"]):
+            return {"ci": [None, None], "estimate": fit["ratio"], "level": level, "seeds": seeds,
+                    "gate_ok": settled, "word": "undecided", "scale": "ratio",
+                    "reason": f"no fitted optimum: {fit['reason'] or 'no interval'}", "text": "no fitted optimum"}
+        word, reason = rules.decide(rule2, ci=(fit["lo"], fit["hi"]), gate_ok=settled, seeds=seeds)
+        return {"ci": [fit["lo"], fit["hi"]], "estimate": fit["ratio"], "level": level, "seeds": seeds,
+                "gate_ok": settled, "word": word, "reason": reason, "scale": "ratio",
+                "text": f"optimum / yellow tuning factor ×{fit['ratio']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]"}
+    contrasts = findings.pooled_contrasts(per_seed, yellow, level=level)
+    cs = {f"{k:g}": [d.lo, d.hi] for k, d in contrasts.items()}
+    word, reason = rules.decide(rule2, contrasts=list(cs.values()), gate_ok=settled, seeds=seeds)
+    ordered = sorted(contrasts.values(), key=lambda d: d.diff)
+    need = len(ordered) - (1 if rules.rule(t.rule).relation == "best or second" else 0)
+    deciding = ordered[len(ordered) - need] if need <= len(ordered) else ordered[0]
+    return {"ci": [deciding.lo, deciding.hi], "estimate": deciding.diff, "level": level, "seeds": seeds,
+            "gate_ok": settled, "word": word, "reason": reason, "contrasts": cs,
+            "text": (f"deciding contrast yellow − {'second' if need < len(ordered) else 'best'} other cell "
+                     f"{deciding.diff:+.2f} [{deciding.lo:+.2f}, {deciding.hi:+.2f}] (pooled, "
+                     f"{deciding.df:.0f} df)")}
+
+
+def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: Path | None = None) -> list[dict]:
+    """``claims`` (a notebook's claim rows, as ``publish.record_claims`` takes them) with every stage-2 target of
+    ``notebook`` judged once, where all its planned runs are in the store under ``results_dir``: the claim is
+    re-judged on every seed by its rule at the stage-2 level and carries ``stage`` 2, ``stage1`` (its first-stage
+    word, verdict, interval, seeds and level) and ``procedure_error`` (the two-stage procedure's overall error per
+    side from the plan). A target whose runs are not all in the store leaves its claim as it was, with ``stage2``
+    saying how many of its planned runs exist. Returns new dicts; the input is not changed."""
+    plan = load_plan(plan_path or Path(results_dir) / PROFILE / "stage2_plan.json")
+    by_key = {t.key: t for t in TARGETS}
+    out = [dict(c) for c in claims]
+    for entry in plan["targets"]:
+        t = by_key.get(entry["key"])
+        if t is None or entry["notebook"] != notebook or t.kind != "seeds":
+            continue
+        row = next((c for c in out if c.get("item") == t.item and str(c.get("claim", "")).startswith(t.claim[:40])),
+                   None)
+        if row is None:
+            continue
+        added = _collect(t.runs(), results_dir)
+        have = int((added["status"] != "missing").sum())
+        if have < len(added):
+            row["stage2"] = f"{have} of {len(added)} planned stage-2 runs in the store; judged at stage 1"
+            continue
+        res = pd.concat([_collect(_stage1_runs(t), results_dir), added], ignore_index=True)
+        res = res.drop_duplicates("hash").reset_index(drop=True)
+        r1 = rules.rule(t.rule)
+        if row.get("rule", {}).get("margin") is not None and r1.margin != row["rule"]["margin"]:
+            r1 = r1.with_margin(row["rule"]["margin"])
+        rule2 = dataclasses.replace(r1, alpha=entry["stage2"]["alpha"])
+        f = _stage2_fields(t, res, rule2)
+        err = entry["error_per_side"]["overall"]
+        row["stage1"] = {k: row.get(k) for k in ("word", "verdict", "ci", "seeds", "level", "contrasts")
+                         if row.get(k) is not None}
+        row.update(stage=2, procedure_error=err, ci=[_fin(v) for v in f["ci"]], estimate=_fin(f["estimate"]),
+                   level=f["level"], seeds=f["seeds"], gate_ok=f["gate_ok"], word=f["word"],
+                   rule={**rule2.fields(), "stage": 2})
+        if "contrasts" in f:
+            row["contrasts"] = {k: [_fin(v) for v in ci] for k, ci in f["contrasts"].items()}
+        if f.get("scale"):
+            row["scale"] = f["scale"]
+        if f["ci"][0] is not None and math.isfinite(f["ci"][0]):
+            row["resolution"] = _fin((f["ci"][1] - f["ci"][0]) / 2)
+        lead = f["word"] if not f["reason"] else f"{f['word']} ({f['reason']})"
+        row["verdict"] = (f"{lead}: {f['text']} ({f['seeds']} seeds, {100 * f['level']:.0f} % interval; stage 2 of "
+                          f"a declared two-stage procedure whose overall error is {err:.3f} per side; stage 1: "
+                          f"{row['stage1'].get('word')})")
+        row.pop("to_decide", None)
+        if f["word"] not in ("holds", "no"):
+            row["to_decide"] = ("nothing within the cpu profile: this claim had its one declared second stage "
+                                "(no third); the gpu profile's larger runs would")
+        row.pop("stage2", None)
+    return out
+
+
+def _fin(v):
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None

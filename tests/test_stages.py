@@ -162,3 +162,21 @@ def test_judge_leaves_a_claim_whose_stage2_runs_are_missing_at_stage_one(tmp_pat
     assert target["word"] == next(c for c in claims if c["claim"] == target["claim"])["word"]
     assert "stage" not in target and target["stage2"].startswith("0 of 4 planned stage-2 runs")
     assert claims[0] == json.loads((ROOT / "reports" / "cpu" / "adamp_cifar" / "claims.json").read_text())[0]
+
+
+def test_shortest_settled_phase_reads_the_gate_on_every_longer_phase():
+    from repro_lib.papers.stage2 import shortest_settled_phase
+
+    # falls fast, then flattens from epoch 10: a phase settles once its second half lies in the flat part
+    v = [100 * 0.7 ** min(e, 10) for e in range(40)]
+    L = shortest_settled_phase(v, 1.2)
+    assert L == 20  # second half [10, 20): flat; L = 19 would start at 9 (×0.7 inside)
+    assert shortest_settled_phase([2.0 ** -e for e in range(30)], 1.2) is None   # never settles
+    assert shortest_settled_phase([1.0] * 12, 1.2) == 4
+
+
+def test_regime_measurements_wait_for_their_runs(tmp_path):
+    from repro_lib.papers import stage2
+
+    assert stage2.li_arora_regime(tmp_path) == {"measured": False}
+    assert stage2.backmatching_regime(tmp_path) == {"measured": False}

@@ -567,3 +567,75 @@ def _fin(v):
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
+
+
+# ------------------------------------------------------------------------------------ the regime measurements
+#: Li & Arora's Fig. 1 tensor, whose ‖w‖²/η̃ the PreResNet32 claims' gate reads
+FIG1_LAYER = "blocks.1.conv1.weight"
+
+
+def shortest_settled_phase(values, factor: float, min_epochs: int = 4) -> int | None:
+    """The shortest first phase L (epochs) over whose second half a per-epoch series moves by at most ``factor``
+    (|log(v[L] / v[L // 2])| ≤ log factor, the gate's own reading: ``li_arora.report.phase1_settling``) and stays
+    so for every longer phase the series covers; None where no such L exists within it."""
+    v = [float(x) for x in values]
+    ok = []
+    for L in range(min_epochs, len(v) + 1):
+        half = v[L // 2:L]
+        ok.append((L, half[0] > 0 and half[-1] > 0 and abs(math.log(half[-1] / half[0])) <= math.log(factor)))
+    for i, (L, good) in enumerate(ok):
+        if good and all(g for _, g in ok[i:]):
+            return L
+    return None
+
+
+def _runs_minutes(plan: pd.DataFrame, results_dir) -> float:
+    res = _collect(plan, results_dir)
+    return float(res["train_seconds"].sum() / 60) if "train_seconds" in res else math.nan
+
+
+def li_arora_regime(results_dir="reports") -> dict:
+    """What the one long TEXP run of the plan measured: ``phase`` (the shortest first phase over whose second half
+    ‖w‖²/η̃ of :data:`FIG1_LAYER` moves ≤ ×1.2, ``li_arora.report.SETTLED_FACTOR``), ``num_epochs`` (the step
+    schedule that has it: twice the phase), the factor over the cpu schedule's own phase, and ``cpu_minutes`` (the
+    notebook's runs at that schedule: the published runs' measured minutes scaled by the epochs). ``measured``
+    False until the run is in the store."""
+    from ..runs.sweep import histories
+    from .li_arora.report import SETTLED_FACTOR, phases
+
+    t = {x.key: x for x in TARGETS}["li_arora_regime"]
+    res = _collect(t.runs(), results_dir)
+    if (res["status"] != "finished").any():
+        return {"measured": False}
+    hist = exp_lr.unscale_history(histories(res, keys=["label", "seed"], tensor=FIG1_LAYER))
+    v = (hist.tensor_weight_norm ** 2 / hist.lr).to_numpy()
+    long_epochs = int(res.cfg.iloc[0].num_epochs)
+    first = phases(long_epochs)[0]
+    phase = shortest_settled_phase(v[:first], SETTLED_FACTOR)
+    cpu_epochs = exp_lr.PRERESNET_SIZES[PROFILE]["num_epochs"]
+    cpu_phase = phases(cpu_epochs)[0]
+    stage1 = exp_lr.preresnet_plan(PROFILE, dataset=DATASET)
+    minutes = _runs_minutes(stage1, results_dir)
+    epochs = None if phase is None else 2 * phase
+    return {"measured": True, "probe_epochs": long_epochs, "phase": phase, "num_epochs": epochs,
+            "cpu_phase": cpu_phase, "cpu_factor": float(v[cpu_phase - 1] / v[cpu_phase // 2]),
+            "runs": len(stage1), "cpu_minutes": None if epochs is None else minutes * epochs / cpu_epochs,
+            "stage1_minutes": minutes}
+
+
+def backmatching_regime(results_dir="reports") -> dict:
+    """What the plan's long back-matching runs measured: each method's final train accuracy after ``num_epochs``
+    epochs (VGG11-BN, one seed), whether every one reaches the gate's 90 %, and the cpu minutes the table's runs
+    (both models, every method, the stage-1 seeds) would take at that schedule (the published runs' measured
+    minutes scaled by the epochs). ``measured`` False until the runs are in the store."""
+    t = {x.key: x for x in TARGETS}["backmatching_regime"]
+    res = _collect(t.runs(), results_dir)
+    if (res["status"] == "missing").any():
+        return {"measured": False}
+    final = {m: float(h[-1]["train_acc"]) if h else math.nan for m, h in zip(res["method"], res["history"])}
+    epochs = int(res.cfg.iloc[0].num_epochs)
+    stage1 = backmatching.table1_plan(PROFILE, dataset=DATASET)
+    minutes = _runs_minutes(stage1, results_dir)
+    return {"measured": True, "num_epochs": epochs, "train_acc": final,
+            "fits": all(v >= 90.0 for v in final.values()), "runs": len(stage1),
+            "cpu_minutes": minutes * epochs / int(stage1.cfg.iloc[0].num_epochs), "stage1_minutes": minutes}

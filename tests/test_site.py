@@ -1,10 +1,14 @@
 """The static website of the published notebooks (``repro_lib.runs.site``, ``make site``).
 
 Built once per test module from ``reports/`` into a temporary folder. The structural tests need no browser: every
-published notebook has a page, every link and image of every page resolves inside the site, and the landing page's
-verdicts are the README's. The browser test loads every page in headless Chromium through Playwright's Python API
-(the system's browser; skipped, saying how to get one, where Chromium or Playwright is missing).
+published notebook has a page, every link and image of every page resolves inside the site, every page is in the
+navigation, the landing page's verdicts are the README's, each chapter counts its notebooks' verdicts from their
+claims, the runner's cells are left out of the pages. The browser tests load the pages in headless Chromium through
+Playwright's Python API (the system's browser; skipped, saying how to get one, where Chromium or Playwright is
+missing): every page renders, the landing page's first screen shows the bottom line, a notebook page's first screen
+shows no parameter cell, a figure spans the content's width, a wide table scrolls.
 """
+from collections import Counter
 import json
 import os
 import re
@@ -130,16 +134,182 @@ def test_the_landing_page_shows_the_readme_results_with_verdicts_linked_to_their
 def test_chapters_follow_the_registry_and_the_theory_opens_the_book(site):
     index = _soup(site / "index.html")
     nav = [a["href"] for a in index.select("nav.bd-docs-nav a.reference")]
-    assert nav[0] == "theory.html" and nav[-1] == "claims.html"
+    glossary = (ROOT / "docs" / "glossary.md").is_file()
+    assert nav[0] == "theory.html" and nav[-1] == ("glossary.html" if glossary else "claims.html")
     pages = site_mod.pages(REPORTS)
     order = list(registry.NOTEBOOKS)
-    ranks = [(list(dict.fromkeys(nb.paper for nb in registry.NOTEBOOKS.values())).index(p.paper), order.index(p.name))
+    papers = list(dict.fromkeys(nb.paper for nb in registry.NOTEBOOKS.values()))
+    ranks = [(papers.index(p.paper), not p.name.endswith("_summary"), order.index(p.name))
              for p in pages if p.name in order]
     assert ranks == sorted(ranks)
     theory = _soup(site / "theory.html").get_text(" ")
     assert "Lemma 1" in theory and "Theory: effective learning rate" in theory
     assert _soup(site / "theory.html").find("math") is not None  # equations as MathML
     assert "Best- and worst-tuned" not in theory  # only the theory cells of yun2022_section3
+
+
+def test_every_built_page_is_in_the_navigation_and_the_book_has_a_favicon(site):
+    index = _soup(site / "index.html")
+    nav = {(site / a["href"]).resolve() for a in index.select("nav.bd-docs-nav a.reference")}
+    built = {p.resolve() for p in site_mod.pages_of(site)  # the book's pages, not the tables its notebooks link to
+             if 'class="bd-docs-nav' in p.read_text()} - {(site / "search.html").resolve()}  # the search box's
+    assert built - nav == set(), f"pages built but not in the navigation: {sorted(built - nav)}"
+    assert not (site / "genindex.html").exists()
+    assert (site / "glossary.html").exists() == (ROOT / "docs" / "glossary.md").is_file()
+    icon = index.find("link", rel="icon")
+    assert icon is not None and (site / icon["href"]).is_file() and icon["href"].endswith(".svg")
+
+
+def test_the_landing_page_opens_with_the_bottom_line(site):
+    soup = _soup(site / "index.html")
+    article = soup.select_one("article")
+    first = article.find(["h2", "table"])  # the bottom line comes before the results
+    box = article.select_one(".bottom-line")
+    assert box is not None and box.find_next(["h2", "table"]) is first
+    head, _ = site_mod.summary_parts(REPORTS)
+    text = " ".join(box.get_text(" ").split())
+    if head:  # the README's own bottom line (what `python -m repro_lib summary` writes)
+        words = re.findall(r"[A-Za-z]{4,}", re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", head))
+        assert words and all(w in text for w in words), (head, text)
+    else:  # the verdicts of every published claim counted
+        claims = [c for p in site_mod.pages(REPORTS) if p.profile == "cpu" for c in site_mod.claims_of(p)]
+        assert f"{len(claims)} claims" in text
+
+
+def _words(claims: list[dict]) -> Counter:
+    """The verdict words of ``claims`` counted as the results table counts them (``publish.group_word``)."""
+    return Counter("not run" if publish.not_run(c) else c.get("word") or publish.verdict_word(c["verdict"])
+                   for c in claims)
+
+
+def test_each_chapter_counts_its_notebooks_verdicts_from_their_claims(site):
+    for paper, pages in site_mod.chapters(site_mod.pages(REPORTS)).items():
+        soup = _soup(site / f"chapter-{site_mod.slug(paper)}.html")
+        sections = soup.select("article section section")
+        links = [sec.find("h2").find("a")["href"] for sec in sections]
+        assert links == [f"{p.docname}.html" for p in pages], paper  # every notebook, in reading order
+        for page, sec in zip(pages, sections):
+            claims = json.loads((page.source.parent / page.name / "claims.json").read_text())
+            text = " ".join(sec.get_text(" ").split())
+            counted = " · ".join(f"{w} {n}" for w, n in sorted(_words(claims).items(), key=lambda kv: (
+                site_mod.WORD_ORDER.index(kv[0]) if kv[0] in site_mod.WORD_ORDER else 99, kv[0])))
+            assert f"{len(claims)} claim{'s' if len(claims) != 1 else ''}: {counted}" in text, (page.docname, text)
+            items = sec.select("li")
+            assert 1 <= len(items) <= site_mod.CHAPTER_CLAIMS + 1
+            assert claims[0]["claim"][:40] in " ".join(items[0].get_text(" ").split())
+
+
+def test_the_pooled_answer_opens_the_yun_chapter(site):
+    pages = site_mod.chapters(site_mod.pages(REPORTS))[registry.YUN]
+    assert pages[0].name == "yun2022_summary"
+    soup = _soup(site / f"chapter-{site_mod.slug(registry.YUN)}.html")
+    assert soup.select_one("article section section h2 a")["href"] == "cpu/yun2022_summary.html"
+    index = _soup(site / "index.html")
+    nav = [a["href"] for a in index.select("nav.bd-docs-nav a.reference")]
+    assert nav[nav.index(f"chapter-{site_mod.slug(registry.YUN)}.html") + 1] == "cpu/yun2022_summary.html"
+
+
+def test_notebook_pages_leave_out_the_runners_cells_and_fold_the_set_up(site):
+    for nb in published_notebooks(REPORTS):
+        cells = json.loads(nb.read_text())["cells"]
+        html = (site / nb.parent.name / f"{nb.stem}.html").read_text()
+        soup = bs4.BeautifulSoup(html, "html.parser")
+        assert not soup.select(".tag_parameters, .tag_injected-parameters, .tag_verdict"), nb.stem
+        assert "# Parameters" not in soup.get_text()  # papermill's injected cell
+        result = soup.select_one(".tag_remove-input")  # the result under the claim: no code
+        assert result is not None and "result_first" not in result.get_text() and "Result" in result.get_text()
+        setup = [c for c in cells if c["cell_type"] == "code" and "check_params(" in "".join(c["source"])]
+        assert setup, f"{nb.stem}: no validation cell"
+        folded = soup.select("details.hide.above-input")
+        assert any("check_params" in d.get_text() for d in folded) or not setup[0].get("outputs"), nb.stem
+
+
+def test_figures_take_the_content_width_and_link_to_their_full_size(site):
+    soup = _soup(site / "cpu" / "yun2022_summary.html")
+    images = soup.select("article .cell_output img")
+    assert images
+    for img in images:
+        assert "width: 100%" in img.get("style", "")
+        link = img.find_parent("a")
+        assert link is not None and link["href"] == img["src"]
+
+
+def test_book_tags_follow_one_rule():
+    code = lambda src, tags=(), outputs=(): {"cell_type": "code", "source": src,  # noqa: E731
+                                             "metadata": {"tags": list(tags)}, "outputs": list(outputs)}
+    out = [{"output_type": "stream", "name": "stdout", "text": "54 runs"}]
+    tags = site_mod.book_tags
+    assert tags(code("profile: str = 'cpu'  # help", ["parameters"])) == ["remove-cell"]
+    assert tags(code("# Parameters\nprofile = 'cpu'", ["injected-parameters"])) == ["remove-cell"]
+    assert tags(code("print(verdict)", ["verdict"], out)) == ["remove-cell"]
+    assert tags(code("from repro_lib.results import publish\n\npublish.result_first()  # the outcome")) == \
+        ["remove-input"]
+    setup = "import os\n\nfrom repro_lib.runs.notebook import check_params\n\ncheck_params(globals())\nplan()"
+    assert tags(code(setup, outputs=out)) == ["hide-input"]
+    assert tags(code(setup)) == ["remove-cell"]  # folded code that prints nothing: nothing to show
+    assert tags(code("import math  # noqa: E402\nfrom pathlib import Path", outputs=out)) == ["hide-input"]
+    assert tags(code("publish.record_claims(out_dir, claims)")) == ["remove-cell"]
+    # content stays: code that computes, a markdown cell, a cell whose author chose already, IPython syntax
+    assert tags(code("import torch\nnet = create('resnet18')", outputs=out)) == []
+    assert tags({"cell_type": "markdown", "source": "## Protocol", "metadata": {}}) == []
+    assert tags(code("x = 1", ["hide-output", "parameters"])) == []
+    assert tags(code("%matplotlib inline\nimport os")) == []
+
+
+def test_verdict_counts_count_every_word_in_order():
+    claims = [{"word": "undecided", "verdict": "undecided: +0.1 [-1, +1]"},
+              {"word": "not judged", "verdict": "not judged (the regime was not reached): +3 [+1, +5]"},
+              {"word": "holds", "verdict": "holds: +2 [+1, +3]"},
+              {"word": "not judged", "verdict": "not judged (…)"},
+              {"verdict": "holds: max rel. error 1e-15"},  # a claim written before the word field
+              {"verdict": "n/a (not run in this profile)"},
+              {"word": "rejected", "verdict": "rejected"}]
+    assert site_mod.verdict_counts(claims) == [("holds", 2), ("undecided", 1), ("not judged", 2), ("not run", 1),
+                                               ("rejected", 1)]
+    assert site_mod.counts_markdown([("not judged", 2)]) == "[not judged 2]{.verdict-not-judged}"
+    grid = [dict(c, claim="the yellow cell is best") for c in claims[:3]]  # three columns of one claim
+    lines = site_mod.bottom_line([*grid, dict(claims[2], claim="the optimum lies near", ours="×0.68 [0.52, 0.89]"),
+                                  dict(claims[0], claim="a third claim")], limit=2)
+    assert lines == ["the yellow cell is best — 3 columns: [holds 1]{.verdict-holds} · "
+                     "[undecided 1]{.verdict-undecided} · [not judged 1]{.verdict-not-judged}",
+                     "the optimum lies near — [holds]{.verdict-holds} (×0.68 \\[0.52, 0.89\\])",
+                     "… and 1 more claim on its page"]
+
+
+def test_summary_parts_split_the_bottom_line_from_the_tables(monkeypatch):
+    table = "**`cpu` profile · CIFAR-10**\n\n| paper | what |\n|---|---|\n| a | b |"
+    monkeypatch.setattr(site_mod.publish, "summary", lambda reports: f"**What we found.** Pooled ×0.68.\n\n{table}")
+    assert site_mod.summary_parts("reports") == ("**What we found.** Pooled ×0.68.", table)
+    monkeypatch.setattr(site_mod.publish, "summary", lambda reports: table)
+    assert site_mod.summary_parts("reports") == ("", table)
+
+
+def test_the_glossary_is_a_page_where_its_source_exists(tmp_path):
+    reports = tmp_path / "reports"
+    (reports / "cpu").mkdir(parents=True)
+    source = REPORTS / "cpu" / "yun2022_table2.ipynb"
+    nb = json.loads(source.read_text())
+    link = "\nTerms: [tuning factor](../../docs/glossary.md#tf)."
+    nb["cells"][0]["source"] = "".join(nb["cells"][0]["source"]) + link
+    (reports / "cpu" / "yun2022_table2.ipynb").write_text(json.dumps(nb))
+    shutil.copytree(REPORTS / "cpu" / "yun2022_table2", reports / "cpu" / "yun2022_table2")
+    without = tmp_path / "without"
+    site_mod.write_sources(reports, without)
+    assert not (without / "glossary.md").exists() and "glossary" not in (without / "index.md").read_text()
+    page = (without / "cpu" / "yun2022_table2.ipynb").read_text()
+    assert "Terms: tuning factor." in page and "glossary.md" not in page  # the link's text only
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "glossary.md").write_text(
+        "## Tuning factor {#tf}\nN·η·λ/(B(1−μ)), see [Table 2](../reports/cpu/yun2022_table2.ipynb), "
+        "[the README](../README.md) and [the paper](https://example.org/); [above](#tf).\n")
+    src = tmp_path / "src"
+    site_mod.write_sources(reports, src)
+    text = (src / "glossary.md").read_text()
+    assert text.startswith("# Glossary\n")
+    assert "[Table 2](cpu/yun2022_table2.ipynb)" in text and "[above](#tf)" in text
+    assert "the README" in text and "README.md" not in text and "example.org" not in text
+    assert "\nglossary\n" in (src / "index.md").read_text()  # in the table of contents
+    assert "[tuning factor](../glossary.md#tf)" in (src / "cpu" / "yun2022_table2.ipynb").read_text()
 
 
 def test_search_index_holds_every_notebook_page(site):
@@ -215,7 +385,7 @@ def test_build_refuses_to_replace_a_folder_it_did_not_build(tmp_path):
 #: the system's Chromium, in the order looked for (``REPRO_CHROMIUM`` names another executable)
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def _chromium() -> str | None:
@@ -240,12 +410,17 @@ def browser():
         b.close()
 
 
+def _favicon_left(request) -> bool:
+    """A page's favicon still loading when the test moves to the next page (its request aborted, not missing)."""
+    return request.url.endswith("/_static/favicon.svg") and "ABORTED" in (request.failure or "")
+
+
 def test_the_site_in_a_browser(site, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     problems = []
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    page.on("requestfailed", lambda r: None if _favicon_left(r) else problems.append(f"request failed: {r.url}"))
     for html in site_mod.pages_of(site):
         page.goto(html.as_uri(), wait_until="load")
         state = page.evaluate("""() => ({
@@ -284,3 +459,69 @@ def test_the_site_in_a_browser(site, browser, tmp_path):
     page.wait_for_selector("#search-results li", timeout=20_000)
     assert page.locator("#search-results li").count() > 3
     assert not problems, "; ".join(problems)
+
+
+def _first_screen(page) -> dict:
+    """What the first screen (the viewport, unscrolled) of the loaded page shows."""
+    return page.evaluate("""() => {
+        window.scrollTo(0, 0);
+        const h = window.innerHeight;
+        const shown = e => { const b = e.getBoundingClientRect(); const s = getComputedStyle(e);
+                             return b.bottom > 0 && b.top < h && b.width > 0 && b.height > 0 &&
+                                    s.visibility !== 'hidden' && s.display !== 'none'; };
+        const box = document.querySelector('.bottom-line');
+        return {
+            bottom_line: box && shown(box) ? box.innerText : null,
+            code: [...document.querySelectorAll('article .cell_input, article div.highlight')]
+                      .filter(shown).map(e => e.innerText),
+        };
+    }""")
+
+
+def test_a_readers_first_screens_in_a_browser(site, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    # the landing page: the bottom line on the first screen, above the results
+    page.goto((site / "index.html").as_uri(), wait_until="load")
+    first = _first_screen(page)
+    assert first["bottom_line"] and re.search(r"\d", first["bottom_line"]), first
+    top = page.evaluate("() => document.querySelector('.bottom-line').getBoundingClientRect().top")
+    assert top < page.evaluate("() => document.querySelector('article table').getBoundingClientRect().top")
+
+    # a notebook page: its first screen shows no parameter cell (nor any other code)
+    for name in ("yun2022_summary", "yun2022_section3", "tuning_rule"):
+        page.goto((site / "cpu" / f"{name}.html").as_uri(), wait_until="load")
+        code = "\n".join(_first_screen(page)["code"])
+        assert "profile: str" not in code and "# Parameters" not in code, f"{name}: {code[:300]}"
+        assert page.locator(".tag_parameters, .tag_injected-parameters").count() == 0
+
+    # a figure spans the content's width (at least 90 % of the article's width inside its padding), and links to
+    # itself at full size
+    for name in ("yun2022_summary", "yun2022_table2", "adamp_cifar"):
+        page.goto((site / "cpu" / f"{name}.html").as_uri(), wait_until="load")
+        sizes = page.evaluate("""() => {
+            const art = document.querySelector('article.bd-article'), s = getComputedStyle(art);
+            const content = art.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+            const img = document.querySelector('article .cell_output img');
+            return {content: content, figure: img.getBoundingClientRect().width,
+                    link: img.closest('a') ? img.closest('a').getAttribute('href') : null,
+                    src: img.getAttribute('src')};
+        }""")
+        assert sizes["figure"] >= 0.9 * sizes["content"], f"{name}: {sizes}"
+        assert sizes["link"] == sizes["src"], f"{name}: {sizes}"
+
+    # every table fits the article's width or scrolls sideways inside it (never cut off at the page's edge)
+    for html in [*(site / "cpu").glob("*.html"), site / "claims.html", site / "index.html"]:
+        page.goto(html.as_uri(), wait_until="load")
+        cut = page.evaluate("""() => {
+            const right = document.querySelector('article.bd-article').getBoundingClientRect().right + 1;
+            return [...document.querySelectorAll('article table')].filter(t => {
+                if (t.getBoundingClientRect().right <= right) return false;  // it fits
+                for (let e = t.parentElement; e && e.tagName !== 'ARTICLE'; e = e.parentElement) {
+                    const o = getComputedStyle(e).overflowX;
+                    if ((o === 'auto' || o === 'scroll') && e.getBoundingClientRect().right <= right) return false;
+                }
+                return true;
+            }).map(t => t.innerText.slice(0, 80));
+        }""")
+        assert not cut, f"{html.name}: tables cut at the page's edge: {cut}"
+    page.close()

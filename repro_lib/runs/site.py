@@ -3,23 +3,31 @@
 Built from the executed notebooks in ``reports/<profile>/`` as they are: nothing is executed again. Sphinx renders
 them through myst-nb (its execution switched off) in the Jupyter Book theme (``sphinx-book-theme``):
 
-* ``index.html``: the results table of the README (``results.publish.summary``), each verdict linked to the page of
-  the notebook that computes it;
+* ``index.html``: the bottom line and the results table of the README (``results.publish.summary``, what
+  ``python -m repro_lib summary`` writes there), each verdict linked to the page of the notebook that computes it;
 * ``theory.html``: the theory every notebook relies on, the cells of ``yun2022_section3`` from its first to its
   last heading "Theory ..." (Lemma 1 checked on the package's network; Eqs. 8-11, 26-27), outputs included;
-* one chapter per paper (``papers.registry``: the papers and their notebooks in the registry's order), a page per
-  published notebook with its tables and figures and, under its result, the commands that re-run it; beside the
-  page, the notebook's folder of files (``<profile>/<name>/``: tables, figures, ``claims.json``) that its outputs
-  link to;
+* one chapter per paper (``papers.registry``: the papers and their notebooks in the registry's order, a paper's
+  pooled answer first): the chapter's page gives each notebook's verdicts counted and its claims with their
+  verdicts (from the ``claims.json`` it recorded), then a page per published notebook with its tables and figures
+  and, under its result, the commands that re-run it; beside the page, the notebook's folder of files
+  (``<profile>/<name>/``: tables, figures, ``claims.json``) that its outputs link to;
 * ``claims.html``: every claim with its numbers (``results.publish.full_table``, as ``reports/README.md``);
+* ``glossary.html``: the terms, from ``docs/glossary.md`` where it exists (not built where it does not);
 * a search box (Sphinx's search index, a script file: it works from disk); equations as MathML written at build
   time (``latex2mathml``), which the browser renders itself: no page loads anything from the network.
+
+A notebook's page shows what a reader needs: the cells only the runner reads (parameters, the one-line verdict)
+are left out and set-up code is folded (:func:`book_tags`, tags added to the copies the site is built from; the
+notebooks keep their cells); figures take the content's width and link to themselves at full size; a table wider
+than the page scrolls sideways (``site_static/repro_lib.css``). Every page the site builds is in its navigation.
 
 Every link is relative, so ``site/index.html`` opened from disk works and the folder can be served by any static
 host. :func:`check` lists the links and images of the built site that do not resolve.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import html.parser
 import json
@@ -33,7 +41,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..papers import registry
-from ..results import publish
+from ..results import findings, publish
 from ..results.executed import notebook_parameters, published_notebooks
 
 #: profiles in the order a chapter lists a notebook's published runs
@@ -42,6 +50,12 @@ PROFILE_ORDER = ("smoke", "cpu", "gpu", "paper")
 THEORY_NOTEBOOK, THEORY_HEADING = "yun2022_section3", "Theory"
 #: published parameters a re-run command leaves out: the runner's own options and what a re-render sets
 _NOT_RERUN = ("profile", "results_dir", "collect", "download", "data_root")
+#: the site's own files (style sheet, favicon), copied into every build
+STATIC = Path(__file__).with_name("site_static")
+#: where the glossary's source lives beside ``reports/`` (a book page where it exists)
+GLOSSARY = Path("docs") / "glossary.md"
+#: the order verdict words are counted in (:func:`verdict_counts`); any other word follows, alphabetically
+WORD_ORDER = tuple(dict.fromkeys(("holds", "no", "undecided", "not judged", *findings.VERDICTS, "not run")))
 
 
 @dataclass(frozen=True)
@@ -72,8 +86,8 @@ OTHER = "Other notebooks"
 
 def pages(reports: str | os.PathLike = "reports") -> list[Page]:
     """Every published notebook as a :class:`Page`, in reading order: the papers in the order of the registry, each
-    paper's notebooks in the registry's order, a notebook's profiles smoke, cpu, gpu, paper; notebooks the
-    registry does not know last (chapter :data:`OTHER`)."""
+    paper's notebooks in the registry's order after its pooled answer (:func:`opens_chapter`), a notebook's
+    profiles smoke, cpu, gpu, paper; notebooks the registry does not know last (chapter :data:`OTHER`)."""
     order = {name: k for k, name in enumerate(registry.NOTEBOOKS)}
     papers = list(dict.fromkeys(nb.paper for nb in registry.NOTEBOOKS.values()))
     out = []
@@ -82,9 +96,15 @@ def pages(reports: str | os.PathLike = "reports") -> list[Page]:
         out.append(Page(nb.stem, nb.parent.name, nb, known.paper if known else OTHER,
                         known.reproduces if known else ""))
     rank = lambda p: (papers.index(p.paper) if p.paper in papers else len(papers),  # noqa: E731
-                      order.get(p.name, len(order)), p.name,
+                      not opens_chapter(p.name), order.get(p.name, len(order)), p.name,
                       PROFILE_ORDER.index(p.profile) if p.profile in PROFILE_ORDER else len(PROFILE_ORDER), p.profile)
     return sorted(out, key=rank)
+
+
+def opens_chapter(name: str) -> bool:
+    """Whether a notebook opens its paper's chapter: a paper's pooled answer over its other notebooks (a name ending
+    in ``_summary``, e.g. ``yun2022_summary``) is what a reader of the chapter wants first."""
+    return name.endswith("_summary")
 
 
 def chapters(all_pages: list[Page]) -> dict[str, list[Page]]:
@@ -136,11 +156,67 @@ def _markdown_cell(text: str, cell_id: str) -> dict:
     return {"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": text}
 
 
-def page_notebook(page: Page, profile_in_title: bool = False) -> dict:
-    """The executed notebook of ``page`` as the site shows it: its cells and outputs as published, the re-run
-    commands (:func:`rerun_cell`) under its result (the ``publish.result_first()`` cell under the claim; else under
-    the first cell); ``profile_in_title``: its title (the first line of the first cell) names the profile, for a
-    notebook published in several."""
+#: myst-nb's tags that already say how a cell shows; a cell carrying one keeps its own choice
+SHOW_TAGS = ("remove-cell", "remove_cell", "remove-input", "remove_input", "hide-input", "hide_input",
+             "hide-cell", "hide_cell", "remove-output", "remove_output", "hide-output", "hide_output")
+#: tags of the cells only the runner reads: papermill's parameters and the one-line verdict of ``repro_lib run``
+RUNNER_TAGS = ("parameters", "injected-parameters", "verdict")
+#: calls that make a code cell set-up rather than content: the parameter check (the validation cell, which also
+#: holds the notebook's imports and set-up) and the recording of the claims for the results table
+SETUP_CALLS = ("check_params(", "record_claims(")
+
+
+def _imports_only(source: str) -> bool:
+    """Whether a code cell's every statement is an import (comments and blank lines aside)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython syntax (magics): not a plain import cell
+        return False
+    return bool(tree.body) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body)
+
+
+def book_tags(cell: dict) -> list[str]:
+    """The myst-nb tags the book adds to one cell of a published notebook (the notebook itself keeps its cells as
+    they are): what a reader of the page does not need stays out of the way, by one rule --
+
+    * the cells only the runner reads (tagged ``parameters``, ``injected-parameters``: the re-run box under the
+      result gives the parameters; ``verdict``: the result says it) are removed (``remove-cell``);
+    * the result cell (``publish.result_first()``) shows its result without its code (``remove-input``);
+    * set-up cells -- the validation cell (``check_params(...)``, with the imports and set-up it holds), an
+      import-only cell, the cell recording the claims (``record_claims(...)``) -- show their outputs with their code
+      folded behind a toggle (``hide-input``), or are removed where they print nothing (``remove-cell``).
+
+    Markdown cells, other code cells and a cell that already carries a tag of :data:`SHOW_TAGS` get none."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    if cell.get("cell_type") != "code" or any(t in SHOW_TAGS for t in tags):
+        return []
+    if any(t in RUNNER_TAGS for t in tags):
+        return ["remove-cell"]
+    source = "".join(cell.get("source", ""))
+    if "result_first()" in source:
+        return ["remove-input"]
+    if any(call in source for call in SETUP_CALLS) or _imports_only(source):
+        return ["hide-input"] if cell.get("outputs") else ["remove-cell"]
+    return []
+
+
+def _tagged_for_the_book(nb: dict) -> dict:
+    """``nb`` with :func:`book_tags` added to every cell's tags."""
+    for cell in nb["cells"]:
+        extra = book_tags(cell)
+        if extra:
+            meta = cell.setdefault("metadata", {})
+            meta["tags"] = [*meta.get("tags", []), *extra]
+    return nb
+
+
+def page_notebook(page: Page, profile_in_title: bool = False, glossary: str | None = None) -> dict:
+    """The executed notebook of ``page`` as the site shows it: its cells and outputs as published with the tags of
+    :func:`book_tags`, the re-run commands (:func:`rerun_cell`) under its result (the ``publish.result_first()``
+    cell under the claim; else under the first cell), links to the glossary's source pointed at the book's glossary
+    page (``glossary``: its document name; None: the book has none, :func:`glossary_links`);
+    ``profile_in_title``: its title (the first line of the first cell) names the profile, for a notebook published
+    in several."""
     nb = json.loads(page.source.read_text())
     cells = nb["cells"]
     if profile_in_title and cells and cells[0]["cell_type"] == "markdown":
@@ -150,7 +226,7 @@ def page_notebook(page: Page, profile_in_title: bool = False) -> dict:
     result = next((k for k, c in enumerate(cells[:4]) if c["cell_type"] == "code"
                    and "result_first" in "".join(c["source"])), 0)
     cells.insert(result + 1, rerun_cell(page))
-    return _with_ids(nb)
+    return _with_ids(_glossary_links(_tagged_for_the_book(nb), glossary, prefix="../"))
 
 
 def _with_ids(nb: dict) -> dict:
@@ -161,7 +237,7 @@ def _with_ids(nb: dict) -> dict:
     return nb
 
 
-def theory_notebook(source: Path, link: str) -> dict:
+def theory_notebook(source: Path, link: str, glossary: str | None = None) -> dict:
     """The theory chapter: the cells of ``source`` (``yun2022_section3``) from its first to its last markdown cell
     whose heading starts with "Theory", with their outputs, under a title and a line pointing to the whole notebook
     (``link``). ``ValueError`` where the notebook has no such heading."""
@@ -185,7 +261,37 @@ def theory_notebook(source: Path, link: str) -> dict:
     out = copy.deepcopy(nb)
     out["cells"] = [_markdown_cell(intro, "repro-lib-theory"),
                     *copy.deepcopy(cells[marks[0]:marks[-1] + 1])]
-    return _with_ids(out)
+    return _with_ids(_glossary_links(_tagged_for_the_book(out), glossary))
+
+
+#: a Markdown link to the glossary's source, from wherever it was written (``../../docs/glossary.md#term``)
+_GLOSSARY_MD = re.compile(r"\[([^\]]*)\]\(<?(?:[^()\s<>]*/)?glossary\.md(#[^()\s<>]*)?>?\)")
+_GLOSSARY_HREF = re.compile(r'href="(?:[^"]*/)?glossary\.(?:md|html)(#[^"]*)?"')
+
+
+def glossary_links(text: str, glossary: str | None, prefix: str = "", html: bool = False) -> str:
+    """``text`` (Markdown; ``html``: HTML) with every link to the glossary's source (``docs/glossary.md``, any
+    folder before it, an anchor kept) pointed at the book's glossary page (``prefix`` + ``glossary.md``, or
+    ``glossary.html`` in HTML); where the book has no glossary (``glossary`` None) a Markdown link keeps its text
+    only."""
+    if html:
+        return _GLOSSARY_HREF.sub(lambda m: f'href="{prefix}glossary.html{m.group(1) or ""}"', text) if glossary \
+            else text
+    return _GLOSSARY_MD.sub(lambda m: f"[{m.group(1)}]({prefix}glossary.md{m.group(2) or ''})" if glossary
+                            else m.group(1), text)
+
+
+def _glossary_links(nb: dict, glossary: str | None, prefix: str = "") -> dict:
+    """:func:`glossary_links` in every markdown cell and every Markdown or HTML output of ``nb``."""
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = glossary_links("".join(cell["source"]), glossary, prefix)
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            for mime, html in (("text/markdown", False), ("text/html", True)):
+                if mime in data:
+                    data[mime] = glossary_links("".join(data[mime]), glossary, prefix, html)
+    return nb
 
 
 def _links_to_pages(text: str, all_pages: list[Page], prefix: str = "") -> str:
@@ -200,6 +306,39 @@ def _links_to_pages(text: str, all_pages: list[Page], prefix: str = "") -> str:
     return re.sub(r"\]\(((?:[^()\s]*/)?)([\w-]+)/([\w-]+)\.ipynb\)", repl, text)
 
 
+#: a Markdown link to the every-claim table's source (``reports/README.md``), the book's ``claims`` page
+_CLAIMS_MD = re.compile(r"\]\(<?(?:[^()\s<>]*/)?reports/README\.md(?:#[^()\s<>]*)?>?\)")
+
+
+def book_links(text: str, all_pages: list[Page], glossary: str | None, docs: set[str] | None = None) -> str:
+    """Markdown written for the repository (the README's results, the glossary, ``reports/README.md``) with its links
+    pointed into the book: a published notebook at its page (:func:`_links_to_pages`), ``reports/README.md`` at
+    ``claims.md``, the glossary's source at the glossary page (:func:`glossary_links`); with ``docs`` (the book's
+    documents), a link to any other document or to another host keeps its text only (the site works offline and
+    holds no other file of the repository)."""
+    text = glossary_links(_links_to_pages(text, all_pages), glossary)
+    text = _CLAIMS_MD.sub("](claims.md)", text).replace("[`reports/README.md`](claims.md)", "[all claims](claims.md)")
+    if docs is None:
+        return text
+
+    def unlink(m):
+        url = m.group(2).strip("<>")
+        path = url.split("#", 1)[0]
+        if url.startswith("#") or path in docs:
+            return m.group(0)
+        if urlsplit(url).scheme or path.endswith((".md", ".ipynb", ".py", ".txt", ".toml", ".yml")) or path == "":
+            return m.group(1)
+        return m.group(0)
+
+    return re.sub(r"(?<!!)\[([^\]]*)\]\(([^()\s]*)\)", unlink, text)
+
+
+def book_docs(all_pages: list[Page], chapter_docs: list[str] = (), glossary: bool = False) -> set[str]:
+    """The Markdown names of the book's documents (``index.md``, ``claims.md``, ``cpu/x.ipynb``, ...)."""
+    return {"index.md", "claims.md", "theory.ipynb", *(f"{d}.md" for d in chapter_docs),
+            *(["glossary.md"] if glossary else []), *(f"{p.docname}.ipynb" for p in all_pages)}
+
+
 def split_row(line: str) -> list[str]:
     """The cells of one Markdown table row (``| a | b \\| c |``: an escaped pipe stays in its cell)."""
     body = line.strip()
@@ -208,12 +347,13 @@ def split_row(line: str) -> list[str]:
     return [c.strip() for c in re.split(r"(?<!\\)\|", body)]
 
 
-def results_markdown(reports: str | os.PathLike, all_pages: list[Page]) -> str:
-    """The README's results table (:func:`results.publish.summary` of ``reports``) with every notebook link and
-    every verdict word pointing at the notebook's page."""
+def results_markdown(reports: str | os.PathLike, all_pages: list[Page], text: str | None = None) -> str:
+    """The README's results table (:func:`results.publish.summary` of ``reports``, or ``text``, a part of it) with
+    every notebook link and every verdict word pointing at the notebook's page."""
     verdict, notebook = publish.SHORT_COLUMNS.index("verdict"), publish.SHORT_COLUMNS.index("notebook")
     out = []
-    for line in _links_to_pages(publish.summary(reports), all_pages).splitlines():
+    text = publish.summary(reports) if text is None else text
+    for line in _links_to_pages(text, all_pages).splitlines():
         cells = split_row(line) if line.startswith("|") else []
         if len(cells) == len(publish.SHORT_COLUMNS) and not line.startswith("|---"):
             m = re.fullmatch(r"\[[^\]]*\]\(([^)]*)\)", cells[notebook])
@@ -224,40 +364,160 @@ def results_markdown(reports: str | os.PathLike, all_pages: list[Page]) -> str:
     return "\n".join(out)
 
 
+def summary_parts(reports: str | os.PathLike = "reports") -> tuple[str, str]:
+    """:func:`results.publish.summary` (what ``python -m repro_lib summary`` writes into the README between its
+    markers) as ``(bottom line, tables)``: the paragraphs before its first table or table caption (a bold profile
+    line such as "**`cpu` profile · …**"), and the rest."""
+    paragraphs = re.split(r"\n\s*\n", publish.summary(reports).strip())
+    k = next((i for i, par in enumerate(paragraphs)
+              if par.lstrip().startswith(("**`", "|")) or "\n|" in par), len(paragraphs))
+    return "\n\n".join(paragraphs[:k]).strip(), "\n\n".join(paragraphs[k:]).strip()
+
+
+def claims_of(page: Page) -> list[dict]:
+    """The claims a published notebook recorded (``<profile>/<name>/claims.json`` beside it; [] without one)."""
+    path = page.source.parent / page.name / "claims.json"
+    if not path.is_file():
+        return []
+    claims = json.loads(path.read_text())
+    return claims if isinstance(claims, list) else []
+
+
+def claim_word(claim: dict) -> str:
+    """A claim's verdict word: "not run" where no run is behind it (``publish.not_run``), else its ``word`` (a
+    claim written without one: the word its verdict starts with, one of :data:`WORD_ORDER`; "" where none)."""
+    if publish.not_run(claim):
+        return "not run"
+    if claim.get("word"):
+        return str(claim["word"])
+    verdict = str(claim.get("verdict", "")).strip()
+    return next((w for w in sorted(WORD_ORDER, key=len, reverse=True)
+                 if re.match(rf"{re.escape(w)}\b", verdict)), "")
+
+
+def verdict_counts(claims: list[dict]) -> list[tuple[str, int]]:
+    """``[(word, count)]`` of every verdict word the claims carry (:func:`claim_word`), in the order of
+    :data:`WORD_ORDER`, any other word after them alphabetically; a claim without a word is not counted."""
+    words = [w for w in map(claim_word, claims) if w]
+    return [(w, words.count(w)) for w in sorted(set(words), key=lambda w: (
+        WORD_ORDER.index(w) if w in WORD_ORDER else len(WORD_ORDER), w))]
+
+
+def counts_markdown(counts: list[tuple[str, int]]) -> str:
+    """"holds 2 · undecided 4", each word in the style of its verdict (``verdict-holds``, ...)."""
+    return " · ".join(f"[{w} {n}]{{.{verdict_class(w)}}}" for w, n in counts)
+
+
+def _short(text: str, limit: int = 110) -> str:
+    """``text`` cut at its last separator before ``limit`` characters (an ellipsis marks the cut)."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(sep, 0, limit) for sep in (", ", "; ", " ("))
+    return (text[:cut] if cut > limit // 2 else text[:limit].rsplit(" ", 1)[0]) + " …"
+
+
+def _md_text(text: str) -> str:
+    """Plain text safe inside a Markdown paragraph or list item (``|``, ``*``, ``_``, ``$``, brackets escaped)."""
+    return re.sub(r"([\\`*_\[\]$|<>])", r"\\\1", text)
+
+
+#: the claims a chapter page lists under a notebook (the rest: "… more on its page")
+CHAPTER_CLAIMS = 4
+
+
+def bottom_line(claims: list[dict], limit: int = CHAPTER_CLAIMS) -> list[str]:
+    """A notebook's bottom line as list items, computed from its claims: each distinct claim (in the notebook's
+    order; the columns of a grid that share a claim's words are one item) with its verdict -- the word and our
+    value where it is one claim, the words with their counts where it is several -- at most ``limit`` items and a
+    last one saying how many more the page holds."""
+    groups: dict[str, list[dict]] = {}
+    for c in claims:
+        groups.setdefault(str(c.get("claim", c.get("item", ""))), []).append(c)
+    items = []
+    for text, group in groups.items():
+        if len(group) == 1:
+            word, ours = claim_word(group[0]), str(group[0].get("ours") or "").strip()
+            said = f"[{word}]{{.{verdict_class(word)}}}" if word else "no verdict"
+            said += f" ({_md_text(_short(ours, 70))})" if ours else ""
+        else:
+            said = f"{len(group)} columns: " + counts_markdown(verdict_counts(group))
+        items.append(f"{_md_text(_short(text))} — {said}")
+    more = len(items) - limit
+    return items[:limit] + ([f"… and {more} more claim{'s' if more > 1 else ''} on its page"] if more > 0 else [])
+
+
 def verdict_class(words: str) -> str:
     """The CSS class of a verdict cell: ``verdict-holds``, ``verdict-no``, ``verdict-undecided``,
-    ``verdict-not-run`` where the group has one word, ``verdict-mixed`` where it counts several."""
+    ``verdict-not-judged``, ``verdict-not-run`` where the group has one word, ``verdict-mixed`` where it counts
+    several."""
     word = re.sub(r"\s+\d+$", "", words.strip())
     return "verdict-" + slug(word) if "/" not in words and word else "verdict-mixed"
 
 
+def counts_line(all_pages: list[Page]) -> str:
+    """The verdicts of every published claim counted, one sentence per profile ("**`cpu` profile**: 81 claims
+    in 21 notebooks — holds 19 · undecided 62."): the landing page's bottom line where the README's results say
+    none."""
+    by_profile: dict[str, list[tuple[Page, list[dict]]]] = {}
+    for p in all_pages:
+        by_profile.setdefault(p.profile, []).append((p, claims_of(p)))
+    lines = []
+    for profile, found in sorted(by_profile.items(), key=lambda kv: PROFILE_ORDER.index(kv[0])
+                                 if kv[0] in PROFILE_ORDER else len(PROFILE_ORDER)):
+        claims = [c for _, cl in found for c in cl]
+        if claims:
+            books = len([p for p, cl in found if cl])
+            lines.append(f"**`{profile}` profile**: {len(claims)} claim{'s' if len(claims) != 1 else ''} in {books} "
+                         f"notebook{'s' if books != 1 else ''} — {counts_markdown(verdict_counts(claims))}.")
+    return "\n\n".join(lines)
+
+
+#: the verdict words as the book explains them (the words a claim's ``word`` holds)
+WORDS_EXPLAINED = ("*holds* (the interval lies on the claimed side), *no* (on the other side), *undecided* (the "
+                   "interval is within the noise), *not judged* (the regime the claim speaks of was not reached), "
+                   "*not run*")
+
+
 def landing_markdown(reports: str | os.PathLike, all_pages: list[Page], chapter_docs: list[str],
-                     theory: bool) -> str:
-    """``index``: what the book holds, the results table, the table of contents."""
-    toc = "\n".join([*(["theory"] if theory else []), *chapter_docs, "claims"])
+                     theory: bool, glossary: bool = False) -> str:
+    """``index``: what the book holds in a few lines, the bottom line (the head of the README's results,
+    :func:`summary_parts`; where it has none, the verdicts counted, :func:`counts_line`), the results table, the
+    table of contents."""
+    toc = "\n".join([*(["theory"] if theory else []), *chapter_docs, "claims", *(["glossary"] if glossary else [])])
     papers = len({p.paper for p in all_pages if p.paper != OTHER})
     count = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")[papers] if papers < 10 \
         else str(papers)
     count += " paper" if papers == 1 else " papers"
     first = (f"the [theory](theory.ipynb) every notebook relies on (Lemma 1, the effective learning rate, the angular "
              f"update and the tuning factor), then " if theory else "")
+    head, tables = summary_parts(reports)
+    linked = "glossary" if glossary else None
+    head = book_links(head, all_pages, "glossary" if glossary else None, book_docs(all_pages, chapter_docs, glossary))
+    terms = " Every term is defined in the [glossary](glossary.md)." if glossary else ""
     return f"""# Scale-invariant networks: the reproductions
 
 A network is *scale-invariant* when its loss does not change if the weights in front of a normalization layer are
 rescaled: only their direction matters, and the learning rate, weight decay, momentum, batch size and data size act
 on that direction through a few combined quantities. This book holds the executed notebooks of `repro_lib`, which
-reproduces {count} about that effect: {first}one chapter per paper, each notebook with the paper's claim, our result
-under it, the protocol, our tables and figures beside the paper's, and what we found. Every notebook page
-says how to re-run it.
+reproduces {count} about that effect.
+
+```{{container}} bottom-line
+{head or counts_line(all_pages)}
+```
 
 ## Results at a glance
 
-One row per claim group (a table's columns, a figure): *ours* and *paper's* in a few characters (for the Yun et al.
-grids the rank of the yellow cell in each column, for a comparison the difference ± the half-width of its 95 %
-interval, paired by seed). Every *verdict* is a word computed from the runs (*holds*, *no*, *undecided*, *not run*)
-and links to the notebook that computes it. Every claim with its numbers and reason: [all claims](claims.md).
+One row per claim group (a table's columns, a figure), each verdict linked to the notebook that computes it. Every
+*verdict* is a word computed from the runs: {WORDS_EXPLAINED}. Every claim with its numbers and reason:
+[all claims](claims.md).{terms}
 
-{results_markdown(reports, all_pages)}
+{results_markdown(reports, all_pages, book_links(tables, all_pages, linked))}
+
+## How to read this book
+
+It opens with {first}one chapter per paper, each notebook with the paper's claim, our result under it, the
+protocol, our tables and figures beside the paper's, and what we found. Every notebook page says how to re-run it.
 
 ```{{toctree}}
 :maxdepth: 1
@@ -269,17 +529,27 @@ and links to the notebook that computes it. Every claim with its numbers and rea
 
 
 def chapter_markdown(paper: str, chapter_pages: list[Page]) -> str:
-    """A paper's chapter: its notebooks, what each reproduces, each one's page in the table of contents."""
-    rows = "\n".join(f"| [{p.name}]({p.docname}.ipynb) | {p.profile} | {p.reproduces or '—'} |"
-                     for p in chapter_pages)
+    """A paper's chapter: for each of its notebooks (in reading order) a section linking to its page, with what it
+    reproduces, its verdicts counted and its bottom line (:func:`bottom_line`), computed from the claims it
+    recorded; each notebook's page in the table of contents."""
+    sections = []
+    for p in chapter_pages:
+        claims = claims_of(p)
+        title = p.reproduces or p.name
+        profile = "" if p.profile == "cpu" else f", {p.profile} profile"
+        head = (f"{len(claims)} claim{'s' if len(claims) != 1 else ''}: {counts_markdown(verdict_counts(claims))}"
+                if claims else "no claims recorded")
+        items = "\n".join(f"- {line}" for line in bottom_line(claims))
+        sections.append(f"## [{_md_text(title)}{profile}]({p.docname}.ipynb)\n\n"
+                        f"`{p.name}` · {head}\n\n{items}".rstrip())
     toc = "\n".join(f"{p.label} <{p.docname}>" for p in chapter_pages)
+    listed = "\n\n".join(sections)
     return f"""# {paper}
 
-The notebooks of this chapter, in reading order:
+The notebooks of this chapter in reading order, each with its verdicts and its claims (the page of each says how the
+verdicts were reached).
 
-| notebook | profile | reproduces |
-|---|---|---|
-{rows}
+{listed}
 
 ```{{toctree}}
 :maxdepth: 1
@@ -290,21 +560,12 @@ The notebooks of this chapter, in reading order:
 """
 
 
-#: the site's own style: wide tables get the room, long commands wrap
-CSS = """\
-.bd-page-width { max-width: 110rem; }
-.bd-main .bd-content .bd-article-container { max-width: 72rem; }
-div.math { overflow-x: auto; margin: 1em 0; }
-div.math .eqno { float: right; }
-.admonition pre, div.highlight pre { white-space: pre-wrap; word-break: break-word; }
-table.docutils td, table.docutils th, .bd-article table td, .bd-article table th { padding: 0.3rem 0.5rem; }
-.bd-article table { font-size: 0.9em; }
-.bd-article h1 { font-size: 2.1rem; }
-a.verdict-holds { color: #1a7f37; font-weight: 600; }
-a.verdict-no { color: #cf222e; font-weight: 600; }
-a.verdict-undecided { color: #9a6700; }
-a.verdict-not-run, a.verdict-mixed { color: inherit; }
-"""
+def glossary_markdown(text: str, all_pages: list[Page], chapter_docs: list[str] = ()) -> str:
+    """The glossary page from its source (``docs/glossary.md``, :func:`book_links`): links to a published notebook
+    point at its page, links to the glossary itself stay on the page, a link to anything else the book does not hold
+    (another file of the repository, another host) keeps its text only; a title where it has none."""
+    text = book_links(text, all_pages, "glossary", book_docs(all_pages, chapter_docs, True))
+    return text if re.match(r"\s*# ", text) else "# Glossary\n\n" + text
 
 
 def sphinx_config() -> dict:
@@ -315,6 +576,7 @@ def sphinx_config() -> dict:
         "html_math_renderer": "mathml",
         "html_theme": "sphinx_book_theme",
         "html_title": "Scale-invariant networks: the reproductions",
+        "html_favicon": "_site_static/favicon.svg",
         "html_theme_options": {"use_download_button": False, "use_fullscreen_button": False,
                                "show_toc_level": 2, "home_page_in_toc": False, "navbar_persistent": [],
                                "footer_content_items": [],
@@ -324,6 +586,7 @@ def sphinx_config() -> dict:
         "html_static_path": ["_site_static"],
         "html_extra_path": ["_extra"],  # each notebook's folder of tables and figures, beside its page
         "html_css_files": ["repro_lib.css"],
+        "html_use_index": False,  # no general index: every page the site builds is in its navigation
         "smartquotes": False,  # the text as written: "TEXP--" is a schedule's name, not an en dash
         "html_copy_source": False,
         "html_show_sourcelink": False,
@@ -334,6 +597,11 @@ def sphinx_config() -> dict:
         "nb_execution_mode": "off",
         "nb_merge_streams": True,
         "nb_render_markdown_format": "myst",  # the notebooks' Markdown results are tables
+        # every figure at the content's width (the style sheet keeps that below its own size on a wide screen) and,
+        # being scaled, a link to itself at full size (Sphinx's html_scaled_image_link)
+        "nb_render_image_options": {"width": "100%"},
+        "nb_code_prompt_show": "Show the code",
+        "nb_code_prompt_hide": "Hide the code",
         "myst_enable_extensions": ["dollarmath", "amsmath", "attrs_inline"],
         "myst_heading_anchors": 3,
         "myst_update_mathjax": False,
@@ -343,25 +611,36 @@ def sphinx_config() -> dict:
     return conf
 
 
-def write_sources(reports: str | os.PathLike, src: str | os.PathLike) -> list[Page]:
+def glossary_source(reports: str | os.PathLike) -> Path:
+    """Where the glossary's source of a ``reports`` folder is: ``docs/glossary.md`` beside it."""
+    return Path(reports).resolve().parent / GLOSSARY
+
+
+def write_sources(reports: str | os.PathLike, src: str | os.PathLike,
+                  glossary: str | os.PathLike | None = None) -> list[Page]:
     """Write the site's sources into ``src``: ``index.md``, ``theory.ipynb``, one ``<chapter>.md`` per paper, one
     ``<profile>/<name>.ipynb`` per published notebook and its folder of files (``_extra/<profile>/<name>/``, copied
-    beside the page), ``claims.md``. Returns the pages."""
+    beside the page), ``claims.md``, ``glossary.md`` where the glossary's source exists (``glossary``; default
+    :func:`glossary_source`), the style sheet and the favicon. Returns the pages."""
     src = Path(src)
     all_pages = pages(reports)
     if not all_pages:
         raise ValueError(f"reports: no published notebook under {reports}/<profile>/ to build a site from")
+    glossary = Path(glossary) if glossary is not None else glossary_source(reports)
+    has_glossary = glossary.is_file()
+    linked = "glossary" if has_glossary else None
     names = [p.name for p in all_pages]
     for p in all_pages:
         (src / p.profile).mkdir(parents=True, exist_ok=True)
-        (src / f"{p.docname}.ipynb").write_text(json.dumps(page_notebook(p, names.count(p.name) > 1)))
+        (src / f"{p.docname}.ipynb").write_text(json.dumps(page_notebook(p, names.count(p.name) > 1, linked)))
         files = p.source.parent / p.name  # its tables, figures, claims.json: the page's outputs link to them
         if files.is_dir():
             shutil.copytree(files, src / "_extra" / p.docname)
     (src / "_extra").mkdir(exist_ok=True)
     theory = next((p for p in all_pages if p.name == THEORY_NOTEBOOK), None)
     if theory is not None:
-        (src / "theory.ipynb").write_text(json.dumps(theory_notebook(theory.source, f"{theory.docname}.ipynb")))
+        (src / "theory.ipynb").write_text(json.dumps(theory_notebook(theory.source, f"{theory.docname}.ipynb",
+                                                                     linked)))
         files = theory.source.parent / theory.name  # what its outputs link to, beside the theory page too
         if files.is_dir():
             shutil.copytree(files, src / "_extra" / theory.name)
@@ -370,13 +649,15 @@ def write_sources(reports: str | os.PathLike, src: str | os.PathLike) -> list[Pa
         doc = "chapter-" + slug(paper)
         (src / f"{doc}.md").write_text(chapter_markdown(paper, chapter_pages))
         chapter_docs.append(doc)
-    (src / "index.md").write_text(landing_markdown(reports, all_pages, chapter_docs, theory is not None))
+    (src / "index.md").write_text(landing_markdown(reports, all_pages, chapter_docs, theory is not None,
+                                                   has_glossary))
     claims = publish.full_table(reports).replace("# Published results: every claim", "# All claims", 1)
     claims = re.sub(r"<!--.*?-->\n*", "", claims).replace("The README's *Results at a glance*",
                                                           "[Results at a glance](index.md)")
-    (src / "claims.md").write_text(_links_to_pages(claims, all_pages))
-    (src / "_site_static").mkdir(exist_ok=True)
-    (src / "_site_static" / "repro_lib.css").write_text(CSS)
+    (src / "claims.md").write_text(book_links(claims, all_pages, linked))
+    if has_glossary:
+        (src / "glossary.md").write_text(glossary_markdown(glossary.read_text(), all_pages, chapter_docs))
+    shutil.copytree(STATIC, src / "_site_static", dirs_exist_ok=True)
     return all_pages
 
 

@@ -510,16 +510,17 @@ def _stage2_fields(t: Target, res: pd.DataFrame, rule2: rules.Rule) -> dict:
 def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: Path | None = None) -> list[dict]:
     """``claims`` (a notebook's claim rows, as ``publish.record_claims`` takes them) with every stage-2 target of
     ``notebook`` judged once, where all its planned runs are in the store under ``results_dir``: the claim is
-    re-judged on every seed by its rule at the stage-2 level and carries ``stage`` 2, ``stage1`` (its first-stage
-    word, verdict, interval, seeds and level) and ``procedure_error`` (the two-stage procedure's overall error per
-    side from the plan). A target whose runs are not all in the store leaves its claim as it was, with ``stage2``
-    saying how many of its planned runs exist. Returns new dicts; the input is not changed."""
+    re-judged on every seed (for the pooled gap: every column) by its rule at the stage-2 level and carries
+    ``stage`` 2, ``stage1`` (its first-stage word, verdict, interval, seeds and level) and ``procedure_error`` (the
+    two-stage procedure's overall error per side from the plan). A target whose runs are not all in the store
+    leaves its claim as it was, with ``stage2`` saying how many of its planned runs exist. Returns new dicts; the
+    input is not changed."""
     plan = load_plan(plan_path or Path(results_dir) / PROFILE / "stage2_plan.json")
     by_key = {t.key: t for t in TARGETS}
     out = [dict(c) for c in claims]
     for entry in plan["targets"]:
         t = by_key.get(entry["key"])
-        if t is None or entry["notebook"] != notebook or t.kind != "seeds":
+        if t is None or entry["notebook"] != notebook or t.kind == "regime":
             continue
         row = next((c for c in out if c.get("item") == t.item and str(c.get("claim", "")).startswith(t.claim[:40])),
                    None)
@@ -530,35 +531,59 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
         if have < len(added):
             row["stage2"] = f"{have} of {len(added)} planned stage-2 runs in the store; judged at stage 1"
             continue
-        res = pd.concat([_collect(_stage1_runs(t), results_dir), added], ignore_index=True)
-        res = res.drop_duplicates("hash").reset_index(drop=True)
         r1 = rules.rule(t.rule)
         if row.get("rule", {}).get("margin") is not None and r1.margin != row["rule"]["margin"]:
             r1 = r1.with_margin(row["rule"]["margin"])
         rule2 = dataclasses.replace(r1, alpha=entry["stage2"]["alpha"])
-        f = _stage2_fields(t, res, rule2)
-        err = entry["error_per_side"]["overall"]
-        row["stage1"] = {k: row.get(k) for k in ("word", "verdict", "ci", "seeds", "level", "contrasts")
-                         if row.get(k) is not None}
-        row.update(stage=2, procedure_error=err, ci=[_fin(v) for v in f["ci"]], estimate=_fin(f["estimate"]),
-                   level=f["level"], seeds=f["seeds"], gate_ok=f["gate_ok"], word=f["word"],
-                   rule={**rule2.fields(), "stage": 2})
-        if "contrasts" in f:
-            row["contrasts"] = {k: [_fin(v) for v in ci] for k, ci in f["contrasts"].items()}
-        if f.get("scale"):
-            row["scale"] = f["scale"]
-        if f["ci"][0] is not None and math.isfinite(f["ci"][0]):
-            row["resolution"] = _fin((f["ci"][1] - f["ci"][0]) / 2)
-        lead = f["word"] if not f["reason"] else f"{f['word']} ({f['reason']})"
-        row["verdict"] = (f"{lead}: {f['text']} ({f['seeds']} seeds, {100 * f['level']:.0f} % interval; stage 2 of "
-                          f"a declared two-stage procedure whose overall error is {err:.3f} per side; stage 1: "
-                          f"{row['stage1'].get('word')})")
-        row.pop("to_decide", None)
-        if f["word"] not in ("holds", "no"):
-            row["to_decide"] = ("nothing within the cpu profile: this claim had its one declared second stage "
-                                "(no third); the gpu profile's larger runs would")
-        row.pop("stage2", None)
+        if t.kind == "columns":
+            _apply(row, _pooled_gap_fields(rule2, results_dir), entry, rule2, unit="columns")
+        else:
+            res = pd.concat([_collect(_stage1_runs(t), results_dir), added], ignore_index=True)
+            _apply(row, _stage2_fields(t, res.drop_duplicates("hash").reset_index(drop=True), rule2), entry, rule2)
     return out
+
+
+def _apply(row: dict, f: dict, entry: dict, rule2: rules.Rule, unit: str = "seeds") -> None:
+    """Write stage 2's judgement ``f`` into the claim ``row``, the first stage's kept under ``stage1``."""
+    err = entry["error_per_side"]["overall"]
+    row["stage1"] = {k: row.get(k) for k in ("word", "verdict", "ci", "seeds", "level", "contrasts")
+                     if row.get(k) is not None}
+    row.update(stage=2, procedure_error=err, ci=[_fin(v) for v in f["ci"]], estimate=_fin(f["estimate"]),
+               level=f["level"], seeds=f["seeds"], gate_ok=f["gate_ok"], word=f["word"],
+               rule={**rule2.fields(), "stage": 2})
+    if "contrasts" in f:
+        row["contrasts"] = {k: [_fin(v) for v in ci] for k, ci in f["contrasts"].items()}
+    if f.get("scale"):
+        row["scale"] = f["scale"]
+    lo, hi = row["ci"]
+    row["resolution"] = None if lo is None or hi is None else (hi - lo) / 2
+    lead = f["word"] if not f["reason"] else f"{f['word']} ({f['reason']})"
+    row["verdict"] = (f"{lead}: {f['text']} ({f['seeds']} {unit}, {100 * f['level']:.0f} % interval; stage 2 of a "
+                      f"declared two-stage procedure whose overall error is {err:.3f} per side; stage 1: "
+                      f"{row['stage1'].get('word')})")
+    row.pop("to_decide", None)
+    row.pop("stage2", None)
+    if f["word"] not in ("holds", "no"):
+        row["to_decide"] = ("nothing within the cpu profile: this claim had its one declared second stage (no "
+                            "third); the gpu profile's larger runs would")
+
+
+def _pooled_gap_fields(rule2: rules.Rule, results_dir) -> dict:
+    """The pooled gap over the stage-1 grid columns and the plan's added ones (a run counted once, the settled
+    columns pooled, as ``yun2022.summary`` does), at the stage-2 level."""
+    from .yun2022 import summary
+
+    merged = dict(summary.collect(PROFILE, results_dir, dataset=DATASET))
+    for spec in POOLED_COLUMNS:
+        extra = _collect(_yun_extra_column(*spec)(), results_dir)
+        merged[spec[0]] = pd.concat([merged[spec[0]], extra], ignore_index=True) if spec[0] in merged else extra
+    cols = summary.settled_columns(summary.columns(merged))
+    g = summary.pooled(cols.gap, cols.gap_se, level=rule2.level)
+    word, reason = rules.decide(rule2, ci=(g["lo"], g["hi"]), real_data=False)
+    return {"ci": [g["lo"], g["hi"]], "estimate": g["estimate"], "level": rule2.level, "seeds": g["k"],
+            "gate_ok": None, "word": word, "reason": reason,
+            "text": (f"pooled yellow − best other cell {g['estimate']:+.2f} [{g['lo']:+.2f}, {g['hi']:+.2f}] points "
+                     f"(random effects; between-column I² {100 * g['i2']:.0f} %)")}
 
 
 def _fin(v):

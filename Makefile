@@ -8,7 +8,7 @@ PINS    ?= requirements.txt
 KERNEL  := repro_lib
 STAMP   := $(VENV)/.installed-$(notdir $(PINS))
 
-.PHONY: test reproduce report site lab venv clean-results
+.PHONY: test reproduce report site lab venv clean-results data
 
 venv: $(STAMP)
 
@@ -27,6 +27,12 @@ test: $(STAMP)
 ## results/$(PROFILE)/; ARGS for extra -p. A failing notebook does not stop the others; a table at the end.
 reproduce: $(STAMP)
 	$(BIN)/python -m repro_lib run --profile $(PROFILE) $(NOTEBOOKS) $(ARGS)
+
+## data: build the CIFAR-10 JPEG stand-in the published cpu records trained on into $(DATA_ROOT)/cifar10-jpeg from
+## CIFAR-10 (downloaded with torchvision, MD5-checked, when missing), then compare it with the published folder
+DATA_ROOT ?= data
+data: $(STAMP)
+	$(BIN)/python -m repro_lib data cifar10-jpeg --root $(DATA_ROOT)
 
 ## report: re-render the published notebooks in reports/ from the committed run store (nothing trains) and the
 ## README's results table

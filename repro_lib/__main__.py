@@ -20,6 +20,10 @@
   ``--budget-s`` seconds, stopping between epochs; ``--plan-only`` prints the queue, ``--tidy`` drops the files of
   runs finished since, ``--pack-data --data-root <folder holding cifar10-jpeg>`` writes the data file it carries
   (``gpu_data/cifar10-jpeg-window.pt``). Imports no papermill (the GPU machine's own torch is enough).
+* ``python -m repro_lib data cifar10-jpeg [--root DIR] [--no-download] [--force]``: build the CIFAR-10 JPEG
+  stand-in from CIFAR-10 (``repro_lib.data_build``), then compare it with the published folder;
+  ``python -m repro_lib data verify cifar10-jpeg [--root DIR]``: that comparison alone (exit status 0: identical,
+  1: it differs, and where; 2: a usage error or missing data, in one line).
 """
 from __future__ import annotations
 
@@ -39,6 +43,8 @@ def main(argv=None) -> int:
 
         window.main(argv[1:])
         return 0
+    if argv[:1] == ["data"]:  # ``python -m repro_lib data --help``
+        return data_command(argv[1:])
     if argv[:1] == ["site"]:  # ``python -m repro_lib site --help``
         from .runs import site
 
@@ -87,6 +93,9 @@ def main(argv=None) -> int:
     rp.add_argument("notebooks", nargs="*", help="only these published notebooks (names)")
     rp.add_argument("--readme", default="README.md", help="results table to update ('' to leave the README alone)")
     add_tune_parser(sub)
+    sub.add_parser("data", add_help=False,
+                   help="build the CIFAR-10 JPEG stand-in from CIFAR-10, or verify a folder against the published "
+                        "one (`python -m repro_lib data --help`)")
     sub.add_parser("site", add_help=False,
                    help="build the static website of the published notebooks (reports/) into site/, nothing "
                         "executed (`python -m repro_lib site --help`)")
@@ -308,6 +317,67 @@ def tune(args) -> int:
         if math.isfinite(new_lr):
             print(f"  or learning rate {_g(new_lr)} per step (at weight decay {_g(wd)})")
     return 0
+
+
+# ------------------------------------------------------------------------------------------- data
+DATA_EXAMPLE = """\
+examples:
+  python -m repro_lib data cifar10-jpeg --root data          # data/cifar10-jpeg from data/cifar-10-batches-py
+  python -m repro_lib data verify cifar10-jpeg --root data   # exit status 0: identical to the published folder
+
+The build downloads CIFAR-10 with torchvision (MD5-checked) when data/cifar-10-batches-py is missing, writes
+data/cifar10-jpeg/{train,test}/<class>/NNNN.jpg (renamed into place when whole; a second build leaves it alone),
+then compares it with the folder the published records trained on. Identical bytes: re-training gives the published
+numbers bit for bit on the CPU and thread count a record names. Otherwise the same protocol on slightly different
+pixels: numbers within the seed noise of the published ones.
+"""
+
+
+def data_command(argv: list[str]) -> int:
+    """``python -m repro_lib data [verify] DATASET``: build or verify; a usage error or missing data is one line on
+    stderr with exit status 2; verify exits 1 when the folder differs."""
+    from . import data, data_build
+
+    ap = argparse.ArgumentParser(prog="python -m repro_lib data", usage="%(prog)s [verify] cifar10-jpeg "
+                                 "[--root DIR] [--no-download] [--force] [--quiet]",
+                                 description="Build the CIFAR-10 JPEG stand-in (cifar10-jpeg) from CIFAR-10's python "
+                                             "version, or (verify) compare a folder with the one the published "
+                                             "records trained on.",
+                                 epilog=DATA_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    def error(message: str):
+        print(f"error: {message} (python -m repro_lib data --help)", file=sys.stderr)
+        sys.exit(2)
+
+    ap.error = error
+    ap.add_argument("words", nargs="+", metavar="[verify] cifar10-jpeg")
+    ap.add_argument("--root", default=None, help="the data root holding cifar-10-batches-py/ and cifar10-jpeg/ "
+                                                 "(default: $REPRO_DATA_ROOT, else ./data)")
+    ap.add_argument("--no-download", action="store_true",
+                    help="do not download CIFAR-10 when data/cifar-10-batches-py is missing: stop and say so")
+    ap.add_argument("--force", action="store_true", help="rebuild an existing cifar10-jpeg folder (replaced when "
+                                                         "the new one is whole)")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = ap.parse_args(argv)
+    verify = args.words[0] == "verify"
+    names = args.words[1:] if verify else args.words
+    if len(names) != 1 or names[0] != data_build.DATASET:
+        error(f"expected {'verify ' if verify else ''}{data_build.DATASET}, got {' '.join(args.words)!r} (the one "
+              f"dataset this command builds)")
+    if verify and (args.no_download or args.force):
+        error("--no-download and --force are options of the build, not of verify")
+    root = data.data_root(args.root)
+    try:
+        if not verify:
+            built = data_build.build_cifar10_jpeg(root, download=not args.no_download, force=args.force,
+                                                  progress=not args.quiet)
+            print(built.text(), flush=True)
+        result = data_build.verify(root / data_build.DATASET)
+    except (data_build.BuildError, OSError) as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    print(result.text(), flush=True)
+    return 0 if result.identical or not verify else 1
 
 
 def report(args) -> int:

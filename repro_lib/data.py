@@ -4,8 +4,9 @@ Everything the training loop sees comes from tensors that live on the training d
 
 * ``load_split(name, split, root)`` returns an :class:`ImageTensors` (``x`` uint8 N×C×H×W, ``y`` int64).
   CIFAR-10/100 come from torchvision (``download=True`` is the real download path), folder datasets (any root of
-  ``<class>/*.jpg`` folders, e.g. the CIFAR-10 JPEG mirror; Tiny ImageNet in its official layout) are decoded
-  once and cached as a uint8 tensor file so a second load takes well under a second.
+  ``<class>/*.jpg`` folders, e.g. the CIFAR-10 JPEG stand-in that ``repro_lib.data_build`` writes; Tiny ImageNet in
+  its official layout) are decoded once and cached as a uint8 tensor file so a second load takes well under a
+  second.
 * ``synthetic=True`` gives a deterministic, learnable stand-in with the same shape and class count, labelled
   ``synthetic`` everywhere it is shown (``ImageTensors.name`` starts with ``synthetic-``).
 * ``balanced_subset(y, n, seed)``: seeded, class-balanced subset; the same for every run sharing (n, seed).
@@ -65,9 +66,12 @@ DATASETS: dict[str, DatasetInfo] = {
                                 "cifar10-jpeg",
                                 help="<root>/cifar10-jpeg/{train,test}/<class>/*.jpg: CIFAR-10 re-encoded as JPEG "
                                      "(pixel values differ from CIFAR-10: accuracies are not CIFAR-10 numbers)",
-                                source="there is no public download (a local JPEG re-encode of CIFAR-10; any "
-                                       "{train,test}/<class>/*.jpg folders work); dataset cifar10 is CIFAR-10 "
-                                       "itself"),
+                                source="build it from CIFAR-10 with `python -m repro_lib data cifar10-jpeg "
+                                       "--root <data root>` (or `make data`: into ./data), which downloads "
+                                       "CIFAR-10 with torchvision (MD5-checked) and encodes every image as JPEG "
+                                       "as the published files were; `python -m repro_lib data verify "
+                                       "cifar10-jpeg --root <data root>` compares the result with the folder the "
+                                       "published records trained on. Dataset cifar10 is CIFAR-10 itself"),
     # Tiny ImageNet (Yun et al. Table 9): *choices*, the paper says only "padding, random crops and left-right
     # flips": ImageNet mean/std normalization, and the same 4-px crop padding as CIFAR (train.py's pad=4).
     "tiny_imagenet": DatasetInfo("tiny_imagenet", "tiny_imagenet", 200, 64, 100000, 10000, _IMAGENET_MEAN,
@@ -337,6 +341,14 @@ def _decode_files(files) -> torch.Tensor:
 def _cache_path(info: DatasetInfo, split: str, root: Path) -> Path:
     key = hashlib.sha256(f"{root.resolve()}|{info.name}|{split}".encode()).hexdigest()[:12]
     return cache_dir() / f"{info.name}-{split}-{key}.pt"
+
+
+def forget_cached(name: str, root=None) -> None:
+    """Drop the decoded copy of folder dataset ``name`` under ``root`` from the cache (after its folder was
+    replaced: the cache is keyed by the folder's path, not its contents)."""
+    info = dataset_info(name)
+    for split in ("train", "test"):
+        _cache_path(info, split, data_root(root)).unlink(missing_ok=True)
 
 
 def _cached(info: DatasetInfo, split: str, root: Path, decode):

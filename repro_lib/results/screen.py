@@ -208,7 +208,10 @@ def rerun(notebook: str, profile: str, params: dict | None = None, runs=None, st
     given, ``minutes`` (a notebook that trains outside a sweep); where nothing has run, ``estimate_minutes`` (the
     cost model's, said to be an estimate); ``note`` for a notebook that trains nothing ("seconds: exact
     arithmetic")."""
-    line = f"**Re-run:** `{command(notebook, profile, params)}`"
+    from ..data_build import build_command
+
+    data = build_command((params or {}).get("dataset"))  # how to get the data, where the package builds it
+    line = f"**Re-run:** `{command(notebook, profile, params)}`" + (f" (its data: `{data}`)" if data else "")
     took, n, where = measured(runs, store_dir)
     if minutes is not None and math.isfinite(minutes) and minutes > 0:
         took, n = float(minutes), n or 0

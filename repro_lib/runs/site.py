@@ -603,6 +603,7 @@ def sphinx_config() -> dict:
         "nb_code_prompt_show": "Show the code",
         "nb_code_prompt_hide": "Hide the code",
         "myst_enable_extensions": ["dollarmath", "amsmath", "attrs_inline"],
+        "myst_dmath_double_inline": True,  # $$…$$ inside a paragraph or a list item is display math, as in Jupyter
         "myst_heading_anchors": 3,
         "myst_update_mathjax": False,
         "suppress_warnings": ["myst.header", "mystnb.unknown_mime_type"],

@@ -150,7 +150,7 @@ schedule, lr is the initial (peak) one, as the paper's Tables 1-6 quote it.
 """
 #: the options of ``tune`` that take a value (a negative number after one is its value, not an option)
 _TUNE_VALUED = ("--n", "--batch-size", "--lr", "--momentum", "--weight-decay", "--tuning-factor", "--to-n",
-                "--to-batch-size", "--to-momentum", "--optimizer")
+                "--to-batch-size", "--to-momentum", "--optimizer", "--beta1")
 
 
 def _tune_argv(argv: list[str]) -> list[str]:
@@ -207,7 +207,8 @@ def add_tune_parser(sub) -> None:
                                      "decay that keeps it at another N, B or momentum",
                         description="The tuning factor N*lr*wd/(B(1-momentum)) of SGD (AdamW: N*lr*wd/B; Yun et al. "
                                     "2022, Eq. 27), the relaxation time of the weight norm in epochs (1/(4 TF) for "
-                                    "SGD, 1/(2 TF) for AdamW) and the angular update per epoch arccos(1-TF), the "
+                                    "SGD, 1/(2 TF) for AdamW), the angle per step at equilibrium (sqrt(2 lr wd/(1+mu)) "
+                                    "for SGD) and the angular update per epoch arccos(1-TF), the "
                                     "first-order reading of Eq. 27; with --to-*, the weight decay (or, alternatively, "
                                     "the learning rate) that keeps the factor. A bad value is refused in one line "
                                     "naming the option (exit status 2).",
@@ -223,6 +224,8 @@ def add_tune_parser(sub) -> None:
                     help="learning rate eta per step; under warmup / cosine / step decay the initial (peak) one")
     tp.add_argument("--momentum", type=_number, default=None,
                     help="momentum mu in [0, 1) (0: plain SGD); required with --optimizer sgd, not used by adamw")
+    tp.add_argument("--beta1", type=_number, default=None,
+                    help="AdamW's beta1 in [0, 1), for the angle per step only (default 0.9, torch's); not used by sgd")
     given = tp.add_mutually_exclusive_group(required=True)
     given.add_argument("--weight-decay", type=_number, help="weight decay lambda: print its tuning factor")
     given.add_argument("--tuning-factor", type=_tuning_factor_value,
@@ -237,15 +240,17 @@ def _g(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() and abs(v) >= 1 else f"{v:.6g}"
 
 
-def _published_angles() -> str:
-    """What the published runs of the tutorial measured, as a fraction of their own arccos(1 - TF) (read from
-    ``reports/``; '' where it is not there)."""
+def _published_angles(optimizer: str = "sgd") -> list[str]:
+    """What the published runs of the tutorial measured with ``optimizer``: per epoch as a fraction of their own
+    arccos(1 - TF), and a joint group's angle per step beside its prediction (read from ``reports/``; none where
+    it is not there, and none for an optimizer the published runs did not use)."""
     try:
         from .papers.yun2022 import tuning_rule_report
 
-        return tuning_rule_report.published_angle_ratios()
+        return [line for line in (tuning_rule_report.published_angle_ratios(optimizer=optimizer),
+                                  tuning_rule_report.published_step_angles(optimizer=optimizer)) if line]
     except Exception:  # noqa: BLE001 -- a reference line, not needed for the numbers above it
-        return ""
+        return []
 
 
 def tune(args) -> int:
@@ -271,6 +276,9 @@ def tune(args) -> int:
         if adamw and (args.momentum or to_given.get("momentum")):
             raise ValueError(f"--{'to-' if not args.momentum else ''}momentum: AdamW's decoupled decay does not "
                              "involve momentum (leave it out)")
+        if args.beta1 is not None and not adamw:
+            raise ValueError("--beta1: AdamW's only (SGD's angle per step uses --momentum)")
+        beta1 = 0.9 if args.beta1 is None else args.beta1
         momentum = 0.0 if args.momentum is None else args.momentum
         at = dict(n=args.n, batch_size=args.batch_size, momentum=momentum, optimizer=args.optimizer)
         if args.weight_decay is not None:
@@ -280,6 +288,8 @@ def tune(args) -> int:
             wd = call(tuning.weight_decay_for, tuning_factor=args.tuning_factor, lr=args.lr, **at)
             tf = args.tuning_factor
         relax = call(tuning.relaxation_epochs, tuning_factor=tf, optimizer=args.optimizer)
+        step = (call(tuning.angular_update_per_step, {**options, "beta1": "--beta1"}, lr=args.lr, weight_decay=wd,
+                     momentum=None if adamw else momentum, optimizer=args.optimizer, beta1=beta1) if wd > 0 else 0.0)
         turn = tuning.angular_update_per_epoch(tf) if tf <= 2 else math.nan
         if to_given:
             to = {**at, **to_given}
@@ -302,14 +312,19 @@ def tune(args) -> int:
                  f"({settle / relax:.2g} relaxation times) before the first LR decay" if not adamw else ""))
     else:
         print("relaxation time: none (tuning factor 0: nothing pulls the weight norm back)")
+    formula = "sqrt(2 lr wd (1-beta1)/(1+beta1))" if adamw else "sqrt(2 lr wd/(1+momentum))"
+    print(f"angle per step at equilibrium {formula} = {step:.4g} rad ({math.degrees(step):.3g} deg)"
+          + (f", beta1 = {_g(beta1)}" if adamw else "") + " for each scale-invariant tensor or joint group")
     if math.isfinite(turn):
         print(f"angular update per epoch arccos(1 - TF) = {turn:.4g} rad ({math.degrees(turn):.3g} deg) per epoch: "
               "the first-order reading of Eq. 27, a reference (measured runs turn less)")
-        published = _published_angles()
-        if published:
-            print(f"  {published}")
+        caveat = tuning.first_order_caveat(tf)
+        if caveat:
+            print(f"  caveat: {caveat}")
     else:
         print("angular update per epoch: arccos(1 - TF) is undefined above TF = 2 (Eq. 27 does not apply)")
+    for line in _published_angles(args.optimizer):
+        print(f"  {line}")
     if to_given:
         print(f"at N = {_g(to['n'])}, B = {_g(to['batch_size'])}"
               + ("" if adamw else f", momentum = {_g(to['momentum'])}") + " the factor is kept by")

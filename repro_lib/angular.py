@@ -65,10 +65,11 @@ def _as_list(x) -> list[torch.Tensor]:
     return [t.detach() for t in x]
 
 
-def _angles64(a: list[torch.Tensor], b: list[torch.Tensor]):
+def _angles64(a: list[torch.Tensor], b: list[torch.Tensor], parts: Sequence[Sequence[int]] | None = None):
     """Float64 per-tensor angles, the concatenated angle, and the norms, with foreach ops.
 
-    Returns ``(per_tensor: Tensor[k], total: Tensor[], norms_a: Tensor[k], norms_b: Tensor[k])``."""
+    Returns ``(per_tensor: Tensor[k], total: Tensor[], norms_a: Tensor[k], norms_b: Tensor[k])``, and with ``parts``
+    (lists of tensor indices) a fifth item: the angle of each part's concatenation."""
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
         raise ValueError("angle: the two collections must hold tensors of the same shapes")
     if not a:
@@ -88,15 +89,25 @@ def _angles64(a: list[torch.Tensor], b: list[torch.Tensor]):
     s = torch.stack(torch._foreach_norm(a64))
     per = 2.0 * torch.atan2(d, s)
     per = torch.where((na == 0) | (nb == 0), torch.full_like(per, float("nan")), per)
-    # concatenated, from the same sums without another pass: with p_i = |a_i|/|a|, q_i = |b_i|/|b|,
-    # |p_i u_i - q_i v_i|^2 = (p_i - q_i)^2 + p_i q_i d_i^2 and |p_i u_i + q_i v_i|^2 = (p_i - q_i)^2 + p_i q_i s_i^2
-    # (both sums of non-negative terms: no cancellation for tiny angles)
+    total = _joined(d, s, na, nb)
+    if parts is None:
+        return per, total, na, nb
+    return per, total, na, nb, [_joined(d[i], s[i], na[i], nb[i]) for i in parts]
+
+
+def _joined(d, s, na, nb):
+    """The angle of the concatenation of some tensors from their own d_i = |u_i - v_i|, s_i = |u_i + v_i| and norms,
+    without another pass: with p_i = |a_i|/|a|, q_i = |b_i|/|b|, |p_i u_i - q_i v_i|^2 = (p_i - q_i)^2 + p_i q_i d_i^2
+    and |p_i u_i + q_i v_i|^2 = (p_i - q_i)^2 + p_i q_i s_i^2 (both sums of non-negative terms: no cancellation for
+    tiny angles)."""
+    A, B = torch.linalg.vector_norm(na), torch.linalg.vector_norm(nb)
+    if float(A) == 0.0 or float(B) == 0.0:
+        return torch.tensor(float("nan"), dtype=torch.float64)
     pa, qb = na / A, nb / B
     base = (pa - qb) ** 2
     d_tot = torch.sqrt((base + pa * qb * d * d).sum())
     s_tot = torch.sqrt((base + pa * qb * s * s).sum())
-    total = 2.0 * torch.atan2(d_tot, s_tot)
-    return per, total, na, nb
+    return 2.0 * torch.atan2(d_tot, s_tot)
 
 
 def angle(a, b) -> float:
@@ -122,7 +133,8 @@ class AngularTracker:
     """Per-epoch angular-update recorder (Yun et al. Sec. 3.1, Eq. 9-11).
 
     ``names`` defaults to ``model.scale_invariant_names`` (a DDP / DataParallel / compiled wrapper is unwrapped) (all trainable tensors of a scale-invariant net; the conv
-    weights directly followed by BN of an unmodified net, Sec. 5.2). Usage::
+    weights directly followed by BN of an unmodified net, Sec. 5.2); a ``repro_lib.tuning.Detection`` gives its
+    invariant tensors and its joint groups. Usage::
 
         tracker = AngularTracker(model)
         tracker.start_epoch()                  # snapshot x_{(e-1)N/B}
@@ -131,7 +143,10 @@ class AngularTracker:
 
     ``rec`` holds ``angular_update`` (Δθ of Eq. 11 over the concatenated tensors, radians),
     ``angular_update_per_tensor`` (name -> Δθ of that tensor alone), ``weight_norm`` (‖x‖ of the concatenation at
-    the end of the epoch), ``weight_norm_per_tensor`` (name -> ‖x_i‖), ``effective_lr`` = lr/‖x‖² (Eq. 9) and ``effective_lr_epoch`` = lr·n/(‖x‖²·batch_size)
+    the end of the epoch), ``weight_norm_per_tensor`` (name -> ‖x_i‖), with ``groups`` (jointly invariant groups,
+    ``repro_lib.tuning.joint_groups``: lists of names, each tracked as one vector) ``angular_update_per_group`` and
+    ``weight_norm_per_group`` (one value per group, in the order of ``tracker.groups``: the angle and norm of the
+    group's concatenation; its members' own angles mean nothing alone), ``effective_lr`` = lr/‖x‖² (Eq. 9) and ``effective_lr_epoch`` = lr·n/(‖x‖²·batch_size)
     (Eq. 10, n/B exactly as in the paper, not the rounded number of steps). ``lr`` is the learning rate the caller
     says was used in the epoch (with a schedule that changes within an epoch, pass the one to report).
 
@@ -140,21 +155,31 @@ class AngularTracker:
     training step, so the overhead is a few ms per epoch.
     """
 
-    def __init__(self, model: nn.Module, names: Sequence[str] | None = None):
+    def __init__(self, model: nn.Module, names: Sequence[str] | None = None,
+                 groups: Sequence[Sequence[str]] | None = None):
         model = _unwrap(model)
+        if hasattr(names, "invariant") and hasattr(names, "groups"):  # a repro_lib.tuning.Detection
+            groups = names.groups if groups is None else groups
+            names = names.invariant
         if names is None:
             names = getattr(model, "scale_invariant_names", None)
             if names is None:
                 raise ValueError("AngularTracker: model has no scale_invariant_names; pass names=")
+        if isinstance(groups, str) or any(isinstance(g, str) for g in (groups or [])):
+            raise ValueError("groups: a list of groups, each a list of parameter names")
+        groups = [list(g) for g in (groups or []) if len(g)]
         params = dict(model.named_parameters())
-        missing = [n for n in names if n not in params]
+        missing = [n for n in list(names) + [n for g in groups for n in g] if n not in params]
         if missing:
             raise ValueError(f"AngularTracker: unknown parameter names {missing[:5]}")
-        if not names:
+        if not names and not groups:
             raise ValueError("AngularTracker: no parameters to track")
-        want = set(names)
+        want = set(names) | {n for g in groups for n in g}
         self.names = [n for n in params if n in want]  # named_parameters order
         self.params = [params[n] for n in self.names]
+        index = {n: i for i, n in enumerate(self.names)}
+        self.groups = [[n for n in self.names if n in set(g)] for g in groups]
+        self._parts = [[index[n] for n in g] for g in self.groups]
         self._prev: list[torch.Tensor] | None = None
         self._has_snapshot = False
 
@@ -178,9 +203,9 @@ class AngularTracker:
                 raise ValueError(f"{name}: must be a finite number {'>=' if name == 'lr' else '>'} 0, got {v!r}")
         if not self._has_snapshot:
             raise RuntimeError("AngularTracker.end_epoch called without start_epoch")
-        per, total, _, nb = _angles64(self._prev, self._current())
+        per, total, _, nb, joint = _angles64(self._prev, self._current(), self._parts)
         wn2 = float((nb * nb).sum())
-        return {
+        rec = {
             "angular_update": float(total),
             "angular_update_per_tensor": dict(zip(self.names, per.tolist())),
             "weight_norm": math.sqrt(wn2),
@@ -188,6 +213,10 @@ class AngularTracker:
             "effective_lr": lr / wn2,
             "effective_lr_epoch": lr * n / (wn2 * batch_size),
         }
+        if self._parts:
+            rec["angular_update_per_group"] = [float(a) for a in joint]
+            rec["weight_norm_per_group"] = [float(torch.linalg.vector_norm(nb[i])) for i in self._parts]
+        return rec
 
     def weight_norm(self) -> float:
         """‖x‖ of the tracked parameters now (float64)."""
@@ -220,16 +249,20 @@ class StepTracker:
     the training loop. ``tracker.history`` holds one dict per epoch: ``epoch`` (1, 2, …), ``lr`` (the first param
     group holding a tracked tensor, at the epoch's last step), and :meth:`AngularTracker.end_epoch`'s keys, with
     ``effective_lr_epoch`` = lr·steps_per_epoch/‖x‖². A step the optimizer skips (an AMP ``GradScaler`` after an
-    overflow) calls no hook and is not counted. :meth:`remove` detaches it. Usage::
+    overflow) calls no hook and is not counted. ``names`` may be a ``repro_lib.tuning.Detection``: its jointly
+    invariant groups are then tracked as one vector each (``angular_update_per_group``; ``groups`` gives them
+    otherwise); ``steps_per_epoch=1`` records the angle of every step. :meth:`remove` detaches it. Usage::
 
-        opt = torch.optim.SGD(tuning.param_groups(model, names, weight_decay=wd), lr=0.1, momentum=0.9)
-        tracker = StepTracker(opt, model, names, steps_per_epoch=len(loader))
+        found = tuning.detect(model, x, y)
+        opt = torch.optim.SGD(tuning.param_groups(model, found, weight_decay=wd, other_weight_decay=wd_tuned),
+                              lr=0.1, momentum=0.9)
+        tracker = StepTracker(opt, model, found, steps_per_epoch=len(loader))
         ... any training loop that calls opt.step() ...
         tracker.history[-1]["angular_update"]      # Δθ of the last full epoch, radians (Eq. 11)
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, model: nn.Module, names: Sequence[str] | None = None,
-                 steps_per_epoch: int = 1):
+                 steps_per_epoch: int = 1, groups: Sequence[Sequence[str]] | None = None):
         if not (isinstance(steps_per_epoch, numbers.Integral) and not isinstance(steps_per_epoch, bool)
                 and steps_per_epoch >= 1):
             raise ValueError(f"steps_per_epoch: must be a whole number >= 1, got {steps_per_epoch!r}")
@@ -237,14 +270,14 @@ class StepTracker:
             optimizer = getattr(optimizer, "optimizer", optimizer)  # Accelerate's / Lightning's wrapper
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ValueError(f"optimizer: not a torch.optim.Optimizer, got {type(optimizer).__name__}")
-        self.tracker = AngularTracker(model, names)
+        self.tracker = AngularTracker(model, names, groups)
         ids = {id(p) for p in self.tracker.params}
         held = {id(p) for g in optimizer.param_groups for p in g["params"]}
         if not ids <= held:
             missing = [n for n, p in zip(self.tracker.names, self.tracker.params) if id(p) not in held]
             raise ValueError(f"names: tensors the optimizer does not update: {missing[:5]}")
         self.optimizer, self.steps_per_epoch = optimizer, int(steps_per_epoch)
-        self.names = self.tracker.names
+        self.names, self.groups = self.tracker.names, self.tracker.groups
         self.steps = 0
         self.history: list[dict] = []
         self._handles = [optimizer.register_step_pre_hook(self._before),

@@ -19,7 +19,7 @@ def test_tuning_factor_is_the_papers():
     assert tuning.tuning_factor(weight_decay=2e-4, **PAPER) == pytest.approx(10 / 128, rel=1e-12)
     assert tuning.tuning_factor(50_000, 128, 0.2, 1e-4, 0.9) == pytest.approx(10 / 128, rel=1e-12)  # Table 1 (a)
     assert tuning.tuning_factor(3125, 128, 3.2, 1e-4, 0.9) == pytest.approx(10 / 128, rel=1e-12)  # N = 3,125
-    assert tuning.tuning_factor(50_000, 128, 1.0, 1e-4) == pytest.approx(tuning.tuning_factor(
+    assert tuning.tuning_factor(50_000, 128, 1.0, 1e-4, 0.0) == pytest.approx(tuning.tuning_factor(
         50_000, 128, 0.1, 1e-4, 0.9))  # Eq. 18 (plain SGD) is Eq. 27 with μ = 0
 
 
@@ -121,8 +121,11 @@ def test_the_model_is_left_untouched_and_bad_arguments_named():
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(4, 10)).eval()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    assert tuning.scale_invariant_parameters(model, *_batch()) == ["0.weight"]
+    with pytest.warns(tuning.TuningWarning, match="stored statistics"):  # eval mode: BN is an affine map there
+        assert tuning.scale_invariant_parameters(model, *_batch()) == []
     assert not model.training and all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert tuning.scale_invariant_parameters(model.train(), *_batch()) == ["0.weight"]
+    model.eval()
     assert next(model.parameters()).dtype == torch.float32
     with pytest.raises(ValueError, match="^c: "):
         tuning.scale_invariance(model, *_batch(), c=1.0)
@@ -320,7 +323,9 @@ def test_param_groups_put_the_factor_on_the_invariant_tensors_and_say_the_rest()
                           nn.Flatten(), nn.Linear(4, 10))
     groups = tuning.param_groups(model, ["0.weight"], weight_decay=8e-4)
     assert [g["names"] for g in groups] == [["0.weight"], ["1.weight", "1.bias", "5.weight", "5.bias"]]
-    assert [g["weight_decay"] for g in groups] == [8e-4, 8e-4]  # the paper's setting: one λ for every parameter
+    assert [g["weight_decay"] for g in groups] == [8e-4, 0.0]  # the rest: a decay that does not move with λ
+    groups = tuning.param_groups(model, ["0.weight"], weight_decay=8e-4, other_weight_decay=2e-4)
+    assert [g["weight_decay"] for g in groups] == [8e-4, 2e-4]  # the paper's setting tuned at 2e-4, kept
     groups = tuning.param_groups(model, ["0.weight"], weight_decay=8e-4, other_weight_decay=0.0)
     assert [g["weight_decay"] for g in groups] == [8e-4, 0.0]
     for opt in (torch.optim.SGD(groups, lr=0.1, momentum=0.9), torch.optim.AdamW(groups, lr=1e-3)):

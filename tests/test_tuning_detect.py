@@ -88,10 +88,12 @@ def ground_truth(model, x, y, scales=SCALES):
     return truth
 
 
-def _detect(model, x, y):
+def _detect(model, x, y, groups=False):
+    """``tuning.detect`` and its warnings; the joint-group search (``tests/test_tuning_groups.py``) left out unless
+    asked for: these tests are about each tensor alone."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        found = tuning.detect(model, x, y)
+        found = tuning.detect(model, x, y, groups=groups)
     return found, [str(w.message) for w in caught if issubclass(w.category, tuning.TuningWarning)]
 
 
@@ -123,19 +125,23 @@ def test_timm_resnet18_as_created_gives_all_twenty_convs_at_initialization():
     assert found.applies and not said and tuning.scale_invariant_parameters(model, x, y) == convs
 
 
-def test_convnext_is_invariant_only_while_its_biases_are_zero_and_the_rule_does_not_apply():
+def test_convnext_is_invariant_only_while_its_biases_are_zero_and_agrees_with_scale_invariance():
     model = _timm("convnext_atto", drop_path_rate=0.0)
     x, y = _batch()
     truth = ground_truth(model, x, y)
     found, said = _detect(model, x, y)
     _agrees(found, truth)
-    # a conv with bias before a LayerNorm: invariant while the bias is 0 (the stem; the depthwise convs whose
-    # gradient is not lost under the 1e-6 layer-scales), never once it moves
-    assert {"stem.0.weight", "stages.0.blocks.0.conv_dw.weight"} <= set(found.state_only)
+    # a conv with bias before a LayerNorm: invariant while the bias is 0 (the stem, every depthwise conv, those of
+    # stage 0 too, whose gradient under the 1e-6 layer-scales is below the no-gradient floor and is measured
+    # directly), never once it moves
+    conv_dw = [n for n in found.table.tensor if "conv_dw" in n]
+    assert {"stem.0.weight", *conv_dw} <= set(found.state_only) and len(conv_dw) == 12
     assert all(n == "stem.0.weight" or "conv_dw" in n or "downsample" in n for n in found.state_only)
-    assert not found.applies and found.invariant == []
+    assert found.invariant == [] and found.undecided == []
     assert any("only in the model's present state" in s and "stem.0.weight" in s for s in said)
-    assert any(s.startswith("the rule does not apply to this model") for s in said)
+    assert any("groups invariant together were not looked for" in s for s in said)  # not "does not apply"
+    lemma = tuning.scale_invariance(model, x, y)
+    assert dict(zip(found.table.tensor, found.table.verdict)) == dict(zip(lemma.tensor, lemma.verdict))
 
 
 def test_efficientnet_b0_convs_before_batch_norm_and_not_its_squeeze_excitation():
@@ -148,15 +154,15 @@ def test_efficientnet_b0_convs_before_batch_norm_and_not_its_squeeze_excitation(
     assert all(".se." in n or n == "classifier.weight" for n in found.not_invariant)
 
 
-def test_a_vit_has_nothing_invariant_and_is_told_so():
+def test_a_vit_has_nothing_invariant_alone_and_is_told_so():
     model = _timm("vit_tiny_patch16_224", img_size=32, patch_size=8)
     x, y = _batch()
     truth = ground_truth(model, x, y)
     found, said = _detect(model, x, y)
     _agrees(found, truth)
     assert found.invariant == [] and not found.applies
-    assert said == [found.summary() + ": the tuning factor describes none of its weights (tune η and λ directly)"]
-    assert found.summary().startswith("the rule does not apply to this model: none of its 52 tensors")
+    assert said == [found.summary()]
+    assert found.summary().startswith("none of its 52 tensors is scale-invariant alone")
 
 
 def test_an_unused_tensor_is_named_as_undecided():

@@ -357,6 +357,7 @@ def test_rerun_commands_carry_the_published_parameters(tmp_path):
     assert make == ('make reproduce PROFILE=cpu NOTEBOOKS=yun2022_table2 '
                     'ARGS="-p dataset cifar10-jpeg -p data_root <folder>"')
     assert report == "make report NOTEBOOKS=yun2022_table2"
+    assert "`python -m repro_lib data cifar10-jpeg --root <folder>`" in site_mod.rerun_cell(page)["source"]
 
 
 def test_theory_needs_its_heading(tmp_path):

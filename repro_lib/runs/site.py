@@ -142,12 +142,18 @@ def _shell_word(value) -> str:
 
 
 def rerun_cell(page: Page) -> dict:
-    """The markdown cell a notebook's page shows under its title: how to re-run it."""
+    """The markdown cell a notebook's page shows under its title: how to re-run it, and how to build the data it
+    reads where the package builds it (``data_build.build_command``)."""
+    from ..data_build import build_command
+
     run, make, report = rerun_commands(page)
+    data = build_command(notebook_parameters(page.source).get("dataset"))
+    data = (f"The data it reads: `{data} --root <folder>` builds it (`make data`: into `./data`).\n\n"
+            if data else "")
     text = (f"````{{admonition}} Re-run this notebook\n:class: tip\n"
             f"Train what your run store lacks and execute `notebooks/{page.name}.ipynb` into "
             f"`results/{page.profile}/` (either command):\n\n"
-            f"```bash\n{run}\n{make}\n```\n\n"
+            f"```bash\n{run}\n{make}\n```\n\n{data}"
             f"Re-render this page from the published runs in `reports/runs/` (nothing trains): `{report}`.\n````")
     return _markdown_cell(text, "repro-lib-rerun")
 

@@ -479,10 +479,10 @@ def counts_line(all_pages: list[Page]) -> str:
     return "\n\n".join(lines)
 
 
-#: the verdict words as the book explains them (the words a claim's ``word`` holds)
-WORDS_EXPLAINED = ("*holds* (the interval lies on the claimed side), *no* (on the other side), *undecided* (the "
-                   "interval is within the noise), *not judged* (the regime the claim speaks of was not reached), "
-                   "*not run*")
+#: the verdict words as the book explains them where it has no glossary (the words a claim's ``word`` holds)
+WORDS_EXPLAINED = ("one of five words: *holds* (the interval lies on the claimed side), *no* (on the other side), "
+                   "*undecided* (the interval is within the noise), *not judged* (the regime the claim speaks of was "
+                   "not reached), *not run*")
 
 
 def landing_markdown(reports: str | os.PathLike, all_pages: list[Page], chapter_docs: list[str],
@@ -499,8 +499,9 @@ def landing_markdown(reports: str | os.PathLike, all_pages: list[Page], chapter_
              f"update and the tuning factor), then " if theory else "")
     head, tables = summary_parts(reports)
     linked = "glossary" if glossary else None
-    head = book_links(head, all_pages, "glossary" if glossary else None, book_docs(all_pages, chapter_docs, glossary))
-    terms = " Every term is defined in the [glossary](glossary.md)." if glossary else ""
+    head = book_links(head, all_pages, linked, book_docs(all_pages, chapter_docs, glossary))
+    words = ("one of five words, each defined in the [glossary](glossary.md): *holds*, *no*, *undecided*, "
+             "*not judged*, *not run*" if glossary else WORDS_EXPLAINED)
     return f"""# Scale-invariant networks: the reproductions
 
 A network is *scale-invariant* when its loss does not change if the weights in front of a normalization layer are
@@ -515,8 +516,7 @@ reproduces {count} about that effect.
 ## Results at a glance
 
 One row per claim group (a table's columns, a figure), each verdict linked to the notebook that computes it. Every
-*verdict* is a word computed from the runs: {WORDS_EXPLAINED}. Every claim with its numbers and reason:
-[all claims](claims.md).{terms}
+*verdict* is computed from the runs, {words}. Every claim with its numbers and reason: [all claims](claims.md).
 
 {results_markdown(reports, all_pages, book_links(tables, all_pages, linked))}
 

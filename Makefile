@@ -30,7 +30,8 @@ reproduce: $(STAMP)
 
 ## data: build the CIFAR-10 JPEG stand-in the published cpu records trained on into $(DATA_ROOT)/cifar10-jpeg from
 ## CIFAR-10 (downloaded with torchvision, MD5-checked, when missing), then compare it with the published folder
-DATA_ROOT ?= data
+## (DATA_ROOT: $REPRO_DATA_ROOT if set, else data)
+DATA_ROOT ?= $(or $(REPRO_DATA_ROOT),data)
 data: $(STAMP)
 	$(BIN)/python -m repro_lib data cifar10-jpeg --root $(DATA_ROOT)
 

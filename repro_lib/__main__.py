@@ -366,10 +366,10 @@ def data_command(argv: list[str]) -> int:
 
     ap.error = error
     ap.add_argument("words", nargs="+", metavar="[verify] cifar10-jpeg")
-    ap.add_argument("--root", default=None, help="the data root holding cifar-10-batches-py/ and cifar10-jpeg/ "
+    ap.add_argument("--root", default=None, metavar="DIR", help="the data root holding cifar-10-batches-py/ and cifar10-jpeg/ "
                                                  "(default: $REPRO_DATA_ROOT, else ./data)")
     ap.add_argument("--no-download", action="store_true",
-                    help="do not download CIFAR-10 when data/cifar-10-batches-py is missing: stop and say so")
+                    help="do not download CIFAR-10 when DIR/cifar-10-batches-py is missing: stop and say so")
     ap.add_argument("--force", action="store_true", help="rebuild an existing cifar10-jpeg folder (replaced when "
                                                          "the new one is whole)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")

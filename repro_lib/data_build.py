@@ -233,8 +233,9 @@ def _alive(pid: int) -> bool:
 
 
 def _remove_stale_partials(root: Path) -> None:
-    """Remove what interrupted builds left (``.cifar10-jpeg.partial-<pid>`` of processes no longer running)."""
-    for p in root.glob(f".{DATASET}.partial-*"):
+    """Remove what interrupted builds left (``.cifar10-jpeg.partial-<pid>``, and ``.old-<pid>``: a folder that
+    ``force`` moved aside, of processes no longer running)."""
+    for p in [*root.glob(f".{DATASET}.partial-*"), *root.glob(f".{DATASET}.old-*")]:
         pid = p.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
@@ -259,10 +260,12 @@ def build_cifar10_jpeg(root=None, download: bool = True, force: bool = False, pr
     partial = root / f".{DATASET}.partial-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
     t0 = time.perf_counter()
-    n = 0
+    n, old = 0, None
     try:
         for split in SPLITS:
             x, y = read_split(src, split)
+            if y and not 0 <= min(y) <= max(y) < len(classes):
+                raise BuildError(f"{split} labels outside the {len(classes)} classes of {str(src / META)!r}")
             for c in classes:
                 (partial / split / c).mkdir(parents=True)
             counts = [0] * len(classes)
@@ -272,12 +275,14 @@ def build_cifar10_jpeg(root=None, download: bool = True, force: bool = False, pr
                 counts[label] += 1
                 n += 1
             del x
-        old = None
         if final.exists():  # force: the old folder moves aside only now that the new one is whole
             old = root / f".{DATASET}.old-{os.getpid()}"
             os.replace(final, old)
         os.replace(partial, final)
     except BaseException:
+        if old is not None and not final.exists():  # interrupted between the two renames: the old folder back
+            os.replace(old, final)
+            old = None
         shutil.rmtree(partial, ignore_errors=True)
         raise
     if old is not None:

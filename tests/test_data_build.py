@@ -142,6 +142,13 @@ def test_an_interrupted_build_leaves_no_folder(cifar, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         data_build.build_cifar10_jpeg(root, download=False, progress=False)
     assert not (root / "cifar10-jpeg").exists() and not list(root.glob(".cifar10-jpeg.*"))
+    monkeypatch.setattr(data_build, "encode", encode)
+    whole = _files(data_build.build_cifar10_jpeg(root, download=False, progress=False).folder)
+    calls.clear()
+    monkeypatch.setattr(data_build, "encode", stop_at_the_tenth)
+    with pytest.raises(KeyboardInterrupt):  # --force interrupted: the folder that was there stays, untouched
+        data_build.build_cifar10_jpeg(root, download=False, force=True, progress=False)
+    assert _files(root / "cifar10-jpeg") == whole and not list(root.glob(".cifar10-jpeg.*"))
 
 
 KILLED_BUILD = """

@@ -92,7 +92,9 @@ def test_every_published_notebook_has_a_page_with_its_outputs_and_its_rerun_comm
         pngs = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
         figures = [img for img in soup.select("article img") if img["src"].startswith("../_images/")]
         assert len(figures) >= pngs, f"{page.name}: {len(figures)} figures for {pngs} in the notebook"
-        text = soup.select_one("article .admonition").get_text()
+        rerun = soup.find(id=site_mod.slug(site_mod.RERUN_HEADING))  # the section that ends the page
+        assert rerun is not None and rerun.find_next_sibling("section") is None, page.name
+        text = rerun.get_text()
         assert f"python -m repro_lib run --profile {nb.parent.name} {nb.stem}" in text
         assert f"make reproduce PROFILE={nb.parent.name} NOTEBOOKS={nb.stem}" in text
 

@@ -10,7 +10,7 @@ them through myst-nb (its execution switched off) in the Jupyter Book theme (``s
 * one chapter per paper (``papers.registry``: the papers and their notebooks in the registry's order, a paper's
   pooled answer first): the chapter's page gives each notebook's verdicts counted and its claims with their
   verdicts (from the ``claims.json`` it recorded), then a page per published notebook with its tables and figures
-  and, under its result, the commands that re-run it; beside the page, the notebook's folder of files
+  and, at its end, the commands that re-run it; beside the page, the notebook's folder of files
   (``<profile>/<name>/``: tables, figures, ``claims.json``) that its outputs link to;
 * ``claims.html``: every claim with its numbers (``results.publish.full_table``, as ``reports/README.md``);
 * ``glossary.html``: the terms, from ``docs/glossary.md`` where it exists (not built where it does not);
@@ -141,20 +141,25 @@ def _shell_word(value) -> str:
     return text if re.fullmatch(r"[\w.,:/+-]+", text) else "'" + text.replace("'", "'\\''") + "'"
 
 
+#: the heading of the section that ends every notebook page (:func:`rerun_cell`)
+RERUN_HEADING = "Re-run this notebook"
+
+
 def rerun_cell(page: Page) -> dict:
-    """The markdown cell a notebook's page shows under its title: how to re-run it, and how to build the data it
-    reads where the package builds it (``data_build.build_command``)."""
+    """The markdown cell that ends a notebook's page: how to re-run it, and how to build the data it reads where the
+    package builds it (``data_build.build_command``). At the end: the notebook's first screen has its own one-line
+    re-run command, and the page's table of contents lists this section."""
     from ..data_build import build_command
 
     run, make, report = rerun_commands(page)
     data = build_command(notebook_parameters(page.source).get("dataset"))
     data = (f"The data it reads: `{data} --root <folder>` builds it (`make data`: into `./data`).\n\n"
             if data else "")
-    text = (f"````{{admonition}} Re-run this notebook\n:class: tip\n"
+    text = (f"## {RERUN_HEADING}\n\n"
             f"Train what your run store lacks and execute `notebooks/{page.name}.ipynb` into "
             f"`results/{page.profile}/` (either command):\n\n"
             f"```bash\n{run}\n{make}\n```\n\n{data}"
-            f"Re-render this page from the published runs in `reports/runs/` (nothing trains): `{report}`.\n````")
+            f"Re-render this page from the published runs in `reports/runs/` (nothing trains): `{report}`.\n")
     return _markdown_cell(text, "repro-lib-rerun")
 
 
@@ -218,9 +223,8 @@ def _tagged_for_the_book(nb: dict) -> dict:
 
 def page_notebook(page: Page, profile_in_title: bool = False, glossary: str | None = None) -> dict:
     """The executed notebook of ``page`` as the site shows it: its cells and outputs as published with the tags of
-    :func:`book_tags`, the re-run commands (:func:`rerun_cell`) under its result (the ``publish.result_first()``
-    cell under the claim; else under the first cell), links to the glossary's source pointed at the book's glossary
-    page (``glossary``: its document name; None: the book has none, :func:`glossary_links`);
+    :func:`book_tags`, the re-run commands (:func:`rerun_cell`) at its end, links to the glossary's source pointed at
+    the book's glossary page (``glossary``: its document name; None: the book has none, :func:`glossary_links`);
     ``profile_in_title``: its title (the first line of the first cell) names the profile, for a notebook published
     in several."""
     nb = json.loads(page.source.read_text())
@@ -229,9 +233,7 @@ def page_notebook(page: Page, profile_in_title: bool = False, glossary: str | No
         first, _, rest = "".join(cells[0]["source"]).partition("\n")
         if first.startswith("# "):
             cells[0]["source"] = f"{first} ({page.profile} profile)\n{rest}"
-    result = next((k for k, c in enumerate(cells[:4]) if c["cell_type"] == "code"
-                   and "result_first" in "".join(c["source"])), 0)
-    cells.insert(result + 1, rerun_cell(page))
+    cells.append(rerun_cell(page))
     return _with_ids(_glossary_links(_tagged_for_the_book(nb), glossary, prefix="../"))
 
 

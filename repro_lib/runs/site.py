@@ -357,16 +357,20 @@ def split_row(line: str) -> list[str]:
 
 def results_markdown(reports: str | os.PathLike, all_pages: list[Page], text: str | None = None) -> str:
     """The README's results table (:func:`results.publish.summary` of ``reports``, or ``text``, a part of it) with
-    every notebook link and every verdict word pointing at the notebook's page."""
+    every notebook link pointing at the notebook's page and every verdict linked to where it is computed: the
+    notebook's page, or, for a row whose verdicts several notebooks compute, the chapter listing each one's."""
     verdict, notebook = publish.SHORT_COLUMNS.index("verdict"), publish.SHORT_COLUMNS.index("notebook")
+    chapter_of = {p.docname: "chapter-" + slug(p.paper) for p in all_pages}
     out = []
     text = publish.summary(reports) if text is None else text
     for line in _links_to_pages(text, all_pages).splitlines():
         cells = split_row(line) if line.startswith("|") else []
         if len(cells) == len(publish.SHORT_COLUMNS) and not line.startswith("|---"):
-            m = re.fullmatch(r"\[[^\]]*\]\(([^)]*)\)", cells[notebook])
-            if m and cells[verdict]:
-                cells[verdict] = f"[{cells[verdict]}]({m.group(1)}){{.{verdict_class(cells[verdict])}}}"
+            links = re.findall(r"\]\(([^)]*)\.ipynb\)", cells[notebook])
+            target = (f"{links[0]}.ipynb" if len(links) == 1 else
+                      f"{chapter_of[links[0]]}.md" if links and links[0] in chapter_of else "")
+            if target and cells[verdict]:
+                cells[verdict] = f"[{cells[verdict]}]({target}){{.{verdict_class(cells[verdict])}}}"
             line = "| " + " | ".join(cells) + " |"
         out.append(line)
     return "\n".join(out)
@@ -457,10 +461,10 @@ def bottom_line(claims: list[dict], limit: int = CHAPTER_CLAIMS) -> list[str]:
 
 def verdict_class(words: str) -> str:
     """The CSS class of a verdict cell: ``verdict-holds``, ``verdict-no``, ``verdict-undecided``,
-    ``verdict-not-judged``, ``verdict-not-run`` where the group has one word, ``verdict-mixed`` where it counts
-    several."""
+    ``verdict-not-judged``, ``verdict-not-run`` where the group has one word (its count after it or not),
+    ``verdict-mixed`` where it counts several ("holds 2 · undecided 1")."""
     word = re.sub(r"\s+\d+$", "", words.strip())
-    return "verdict-" + slug(word) if "/" not in words and word else "verdict-mixed"
+    return "verdict-" + slug(word) if word and not re.search(r"[\d/·,;]", word) else "verdict-mixed"
 
 
 def counts_line(all_pages: list[Page]) -> str:

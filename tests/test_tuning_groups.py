@@ -152,13 +152,15 @@ def test_a_rescaling_that_is_not_a_common_one_is_not_a_group():
 
 
 def test_deit_tiny_residual_writers_are_found_as_one_group():
+    # timm's deit_tiny at 32 px with 4 of its 12 blocks (the cost of the search grows with the tensors; the tutorial
+    # finds the same group in the whole model)
     timm = pytest.importorskip("timm")
     torch.manual_seed(0)
-    model = timm.create_model("deit_tiny_patch16_224", pretrained=False, img_size=32, num_classes=10)
+    model = timm.create_model("deit_tiny_patch16_224", pretrained=False, img_size=32, num_classes=10, depth=4)
     x, y = _images(4, 32)
     found, said = _detect(model, x, y)
     writers = ["cls_token", "pos_embed", "patch_embed.proj.weight", "patch_embed.proj.bias"] + [
-        f"blocks.{i}.{m}.{p}" for i in range(12) for m in ("attn.proj", "mlp.fc2") for p in ("weight", "bias")]
+        f"blocks.{i}.{m}.{p}" for i in range(4) for m in ("attn.proj", "mlp.fc2") for p in ("weight", "bias")]
     assert found.groups == [writers] and found.invariant == [] and not said
     assert rescaled_change(model, x, y, writers, scales=(1e3, 0.5)) < 1e-10
     assert rescaled_change(model, x, y, writers[1:], scales=(1e3,)) > 1e-4
@@ -219,12 +221,11 @@ def test_batch_norm_with_stored_statistics_is_not_invariant_and_is_named():
     assert any("call model.train()" in s for s in said)
     found, said = _detect(evaluated.train(), x, y)
     assert found.invariant == ["0.weight"] and found.mode == "training" and not said
-    assert not evaluated.training or True  # the model's own mode is left as the caller set it
 
 
 def test_detect_leaves_the_models_modes_alone():
     model = _bn_net().eval()
-    tuning.detect(model, *_images())
+    _detect(model, *_images())
     assert not any(m.training for m in model.modules())
 
 

@@ -68,6 +68,28 @@ RECIPE = {
 }
 
 
+#: the joint group of the tutorial: timm's ``deit_tiny_patch16_224`` at 32 px (``depth`` blocks: 12 is deit_tiny
+#: itself, fewer only in smoke), its residual-stream writers found as one group and trained with SGD for ``steps``
+#: steps of ``batch_size`` images with λ on the group and ``other_weight_decay`` on the rest; the group's angle per
+#: step is measured after ``settle`` steps (the norm first falls from its initialization: about ln(S0/S*)/(2a)
+#: steps with a = ηλ/(1−μ), then relaxes in 1/(4a)) and set beside sqrt(2ηλ/(1+μ)).
+GROUP_RUN = {
+    "smoke": dict(depth=2, steps=16, batch_size=8, lr=0.02, momentum=0.9, weight_decay=0.1,
+                  other_weight_decay=5e-4, settle=8, detect_images=4),
+    "cpu": dict(depth=12, steps=400, batch_size=16, lr=0.02, momentum=0.9, weight_decay=0.1,
+                other_weight_decay=5e-4, settle=200, detect_images=4),
+    "gpu": dict(depth=12, steps=400, batch_size=16, lr=0.02, momentum=0.9, weight_decay=0.1,
+                other_weight_decay=5e-4, settle=200, detect_images=4),
+    "paper": dict(depth=12, steps=400, batch_size=16, lr=0.02, momentum=0.9, weight_decay=0.1,
+                  other_weight_decay=5e-4, settle=200, detect_images=4),
+}
+
+
+def group_run(profile: str) -> dict:
+    """The joint-group demonstration's sizes in ``profile`` (:data:`GROUP_RUN`)."""
+    return resolve(profile, GROUP_RUN)
+
+
 def recipe(profile: str) -> dict:
     """The recipe's sizes in ``profile`` (:data:`RECIPE`; an unknown profile is a ``ValueError``)."""
     return resolve(profile, RECIPE)

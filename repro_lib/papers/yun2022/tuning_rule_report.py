@@ -420,12 +420,27 @@ def plot_search(cells: pd.DataFrame, a: pd.DataFrame, ax=None, title: str = ""):
             ax.scatter([g.tuning_factor.iloc[0]], [g.test_acc.mean()], marker=m, s=110, zorder=5,
                        facecolors="none", edgecolors="k", label=arm)
     ax.set_xscale("log")
+    _factor_ticks(ax, cells.tuning_factor)
     ax.set_xlabel("tuning factor N·η·λ / (B(1−μ))")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
     ax.legend()
     legend_outside(ax)
     return ax
+
+
+def _factor_ticks(ax, factors) -> None:
+    """Ticks at the tuning factors drawn, labelled as plain numbers, and no minor labels: a log axis's default
+    labels its minor ticks too (2×10⁻², 3×10⁻², 4×10⁻² …), which run into each other."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    values = sorted({round(float(v), 12) for v in factors if v is not None and math.isfinite(v) and v > 0})
+    if not values:
+        return
+    ax.xaxis.set_major_locator(FixedLocator(values))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticklabels([f"{v:.3g}" for v in values])
 
 
 # ------------------------------------------------------------------------------------------- Eq. 27 beside the runs
@@ -449,11 +464,11 @@ def angle_table(a: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def published_angle_ratios(path: Path | str | None = None) -> str:
-    """One line: what the tutorial's published runs measured as a fraction of arccos(1 − TF) (from the table the
-    published notebook wrote, :data:`PUBLISHED_ANGLES`); '' when it is not there."""
+def published_angle_ratios(path: Path | str | None = None, optimizer: str = "sgd") -> str:
+    """One line: what the tutorial's published runs (SGD) measured as a fraction of arccos(1 − TF) (from the table
+    the published notebook wrote, :data:`PUBLISHED_ANGLES`); '' when it is not there or for another optimizer."""
     path = Path(path or PUBLISHED_ANGLES)
-    if not path.is_file():
+    if optimizer != "sgd" or not path.is_file():
         return ""
     t = pd.read_csv(path)
     parts = [f"{r['setting']} (TF {r['tuning factor']:.3g}) {r['measured / arccos(1 − TF)']:.2f}"
@@ -503,3 +518,108 @@ def recipe_table(runs: dict, tuning_factor: float) -> pd.DataFrame:
     out = pd.DataFrame([rows[e] for e in sorted(rows)])
     out["arccos(1 − TF) (rad)"] = tuning.angular_update_per_epoch(tuning_factor)
     return out
+
+# ------------------------------------------------------------------------------------------- a joint group, per step
+def group_angle_run(model, found, x, y, steps: int, batch_size: int, lr: float, momentum: float,
+                    weight_decay: float, other_weight_decay: float, seed: int = 0) -> pd.DataFrame:
+    """Train ``model`` (in place) for ``steps`` SGD steps on ``(x, y)`` (shuffled each pass, ``seed``) with
+    ``repro_lib.tuning.param_groups(model, found, weight_decay, other_weight_decay)`` and record every step's angle
+    with ``repro_lib.angular.StepTracker`` (``steps_per_epoch=1``): one row per step, ``step``, ``loss``, and per
+    joint group of ``found`` the angle it turned (``angle_<k>``, rad) and its norm (``norm_<k>``)."""
+    import torch
+    import torch.nn.functional as F
+
+    from ...angular import StepTracker
+
+    opt = torch.optim.SGD(tuning.param_groups(model, found, weight_decay=weight_decay,
+                                              other_weight_decay=other_weight_decay), lr=lr, momentum=momentum)
+    tracker = StepTracker(opt, model, found, steps_per_epoch=1)
+    order = torch.Generator().manual_seed(seed)
+    losses, model = [], model.train()
+    while len(losses) < steps:
+        for i in torch.randperm(len(x), generator=order).split(batch_size):
+            if len(losses) == steps or len(i) < batch_size:
+                break
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x[i]), y[i])
+            loss.backward()
+            opt.step()
+            losses.append(float(loss))
+    tracker.remove()
+    rows = []
+    for h, loss in zip(tracker.history, losses):
+        row = dict(step=h["epoch"], loss=loss)
+        for k, (a, n) in enumerate(zip(h.get("angular_update_per_group", []), h.get("weight_norm_per_group", []))):
+            row[f"angle_{k}"], row[f"norm_{k}"] = a, n
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+#: where the tutorial's published deit_tiny run leaves :func:`step_angle_table` (read by ``python -m repro_lib tune``)
+PUBLISHED_STEP_ANGLES = PUBLISHED_ANGLES.parent / "step_angles.csv"
+
+
+def step_angle_table(run: pd.DataFrame, found, lr: float, weight_decay: float, momentum: float,
+                     settle: int) -> pd.DataFrame:
+    """Per joint group of ``found`` tracked in ``run`` (:func:`group_angle_run`): its size, the measured angle per step
+    after ``settle`` steps (the root mean square: the derivation's δ² = E‖d‖²/‖w‖²), its spread over 50-step blocks
+    (min and max of their RMS), the prediction sqrt(2ηλ/(1+μ)) (``repro_lib.tuning.angular_update_per_step``, SGD) and
+    the ratio measured / predicted."""
+    predicted = tuning.angular_update_per_step(lr, weight_decay, momentum)
+    rows = []
+    late = run[run.step > settle]
+    for k, group in enumerate(found.groups):
+        col = f"angle_{k}"
+        if col not in late or not len(late):
+            continue
+        blocks = [float(np.sqrt((b[col] ** 2).mean())) for _, b in late.groupby((late.step - settle - 1) // 50)
+                  if len(b) >= 25]
+        measured = float(np.sqrt((late[col] ** 2).mean()))
+        rows.append({"group": k, "tensors": len(group), "first tensors": ", ".join(group[:3]) + " …",
+                     "steps measured": len(late), "optimizer": "sgd", "lr": lr, "weight decay": weight_decay,
+                     "momentum": momentum, "measured angle per step (rad)": measured,
+                     "lowest 50-step block (rad)": min(blocks) if blocks else math.nan,
+                     "highest 50-step block (rad)": max(blocks) if blocks else math.nan,
+                     "sqrt(2ηλ/(1+μ)) (rad)": predicted, "measured / predicted": measured / predicted})
+    return pd.DataFrame(rows)
+
+
+def published_step_angles(path: Path | str | None = None, optimizer: str = "sgd") -> str:
+    """One line: the published tutorial's joint group of timm deit_tiny, its measured angle per step against
+    sqrt(2ηλ/(1+μ)) (:data:`PUBLISHED_STEP_ANGLES`); '' when it is not there or for another optimizer than the
+    run's."""
+    path = Path(path or PUBLISHED_STEP_ANGLES)
+    if not path.is_file():
+        return ""
+    t = pd.read_csv(path)
+    t = t[t["optimizer"] == optimizer]
+    if not len(t):
+        return ""
+    r = t.iloc[0]
+    return (f"measured per step in the published tutorial run (reports/cpu/tuning_rule, timm deit_tiny, its "
+            f"{int(r['tensors'])} residual-stream writers as one group, SGD lr {r['lr']:g}, wd {r['weight decay']:g}, "
+            f"momentum {r['momentum']:g}): {r['measured angle per step (rad)']:.4g} rad against "
+            f"sqrt(2 lr wd/(1+momentum)) = {r['sqrt(2ηλ/(1+μ)) (rad)']:.4g} (ratio "
+            f"{r['measured / predicted']:.2f})")
+
+
+def plot_step_angles(run: pd.DataFrame, lr: float, weight_decay: float, momentum: float, settle: int, ax=None,
+                     title: str = ""):
+    """Each step's angle of the first joint group (a 20-step running RMS over the raw steps) and its norm, with
+    sqrt(2ηλ/(1+μ)) as a dashed reference and the first measured step marked."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 3.6))
+    ax.plot(run.step, run.angle_0, lw=0.6, alpha=0.35, color="C0", label="angle of a step")
+    ax.plot(run.step, np.sqrt((run.angle_0 ** 2).rolling(20, min_periods=5).mean()), color="C0",
+            label="running RMS over 20 steps")
+    ax.axhline(tuning.angular_update_per_step(lr, weight_decay, momentum), color="gray", ls="--", lw=1,
+               label="sqrt(2ηλ/(1+μ))")
+    ax.axvline(settle, color="k", lw=0.8, ls=":", label="measured after this step")
+    ax.set_xlabel("step")
+    ax.set_ylabel("angle per step (rad)")
+    ax.set_ylim(0, 2.5 * tuning.angular_update_per_step(lr, weight_decay, momentum))
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper right")
+    return ax

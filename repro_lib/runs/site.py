@@ -190,8 +190,8 @@ def book_tags(cell: dict) -> list[str]:
     """The myst-nb tags the book adds to one cell of a published notebook (the notebook itself keeps its cells as
     they are): what a reader of the page does not need stays out of the way, by one rule --
 
-    * the cells only the runner reads (tagged ``parameters``, ``injected-parameters``: the re-run box under the
-      result gives the parameters; ``verdict``: the result says it) are removed (``remove-cell``);
+    * the cells only the runner reads (tagged ``parameters``, ``injected-parameters``: the re-run commands give
+      the parameters a notebook was published with; ``verdict``: the result says it) are removed (``remove-cell``);
     * the result cell (``publish.result_first()``) shows its result without its code (``remove-input``);
     * set-up cells -- the validation cell (``check_params(...)``, with the imports and set-up it holds), an
       import-only cell, the cell recording the claims (``record_claims(...)``) -- show their outputs with their code
@@ -247,8 +247,9 @@ def _with_ids(nb: dict) -> dict:
 
 def theory_notebook(source: Path, link: str, glossary: str | None = None) -> dict:
     """The theory chapter: the cells of ``source`` (``yun2022_section3``) from its first to its last markdown cell
-    whose heading starts with "Theory", with their outputs, under a title and a line pointing to the whole notebook
-    (``link``). ``ValueError`` where the notebook has no such heading."""
+    whose heading starts with "Theory", with their outputs and the tags of :func:`book_tags`, under a title and a
+    line pointing to the whole notebook (``link``); links to the glossary as in :func:`page_notebook`.
+    ``ValueError`` where the notebook has no such heading."""
     nb = json.loads(Path(source).read_text())
     cells = nb["cells"]
 

@@ -544,7 +544,7 @@ def group_angle_run(model, found, x, y, steps: int, batch_size: int, lr: float, 
             loss = F.cross_entropy(model(x[i]), y[i])
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
     tracker.remove()
     rows = []
     for h, loss in zip(tracker.history, losses):

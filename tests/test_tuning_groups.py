@@ -383,3 +383,12 @@ def test_cli_reference_lines_follow_the_optimizer(tmp_path, monkeypatch, capsys)
     assert main(["tune", "--n", "50000", "--batch-size", "128", "--lr", "0.1", "--momentum", "0.9",
                  "--weight-decay", "2e-4", "--beta1", "0.9"]) == 2
     assert capsys.readouterr().err.startswith("error: --beta1: ")
+
+
+def test_frozen_batch_norm_modules_are_named_and_nothing_before_them_is_invariant():
+    torchvision = pytest.importorskip("torchvision")
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, bias=False), torchvision.ops.FrozenBatchNorm2d(8), nn.ReLU(),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+    found, said = _detect(net, *_images())
+    assert found.invariant == [] and found.stored_statistics == ["1"] and found.mode == "training"
+    assert any(s.startswith("1 normalization layers normalize with stored statistics, not the batch's (1)") for s in said)

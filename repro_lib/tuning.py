@@ -738,7 +738,7 @@ def detect(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names: Sequence[s
 
 
 #: inputs per row of :func:`joint_groups`' system (each row a new mix of the batch's inputs)
-ROW_BATCH = 8
+ROW_BATCH = 4
 #: rows beyond the candidates' count in :func:`joint_groups`' system (a margin against chance null directions)
 EXTRA_ROWS = 16
 #: a direction of :func:`joint_groups`' column-normalized system is null when its singular value is below this
@@ -763,7 +763,7 @@ def joint_groups(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names: Sequ
     tensor not yet grouped) whose weights are equal (a common rescale; unequal ones, such as a norm gain up and the
     next linear map down, are rescalings that change nothing but are not a scale invariance). Every group is then
     verified by the direct check of :func:`scale_invariance` (``together=True``, factor ``c``, Eq. 5 and the loss
-    to ``rtol``) on the randomized copy.
+    to ``rtol``) on the randomized copy (on the batch's first 8 inputs).
 
     ``names``: the candidates (default: every trainable tensor, 1-D ones included, that is not invariant alone by
     :func:`scale_invariance`). Groups that share a tensor are found from the tensors not yet in a group, so two
@@ -852,6 +852,8 @@ def _joint_groups(net: nn.Module, rnd_net: nn.Module, x, y, names: list[str], lo
     if null.shape[1] == 0:
         return []
     M = null / scale[live][:, None]  # v = M z
+    k = min(len(x), 2 * ROW_BATCH)  # the verification's batch: exactness does not need many inputs
+    xv, yv = (x[:k], y[:k]) if isinstance(y, torch.Tensor) and y.ndim >= 1 and len(y) == len(x) else (x, y)
     found, covered = [], set()
     for t in range(len(live)):
         if t in covered or np.linalg.norm(null[t]) < 1e-6:
@@ -865,7 +867,7 @@ def _joint_groups(net: nn.Module, rnd_net: nn.Module, x, y, names: list[str], lo
         if len(support) < 2 or np.ptp(v[support]) > 1e-4 * float(v[support].max()):
             continue  # a single tensor (rounding) or unequal weights: not a common rescale
         group = sorted((names[live[k]] for k in support), key=order.get)
-        if group in found or not _verified(rnd_net, x, y, group, c, loss_fn, rtol):
+        if group in found or not _verified(rnd_net, xv, yv, group, c, loss_fn, rtol):
             continue
         found.append(group)
         covered |= set(support)

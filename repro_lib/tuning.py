@@ -54,7 +54,7 @@ d_t = μ·d_{t−1} − η(∇L(w_t) + λ·w_t). At equilibrium E‖w_t‖² = S
 p = E⟨w_t, d_t⟩: (i) 2p + D = 0 (‖w_{t+1}‖² − ‖w_t‖² = 2⟨w_t, d_t⟩ + ‖d_t‖²); (ii) ⟨w_t, ∇L(w_t)⟩ = 0 (Lemma 1,
 Eq. 6) and ⟨w_t, d_{t−1}⟩ = ⟨w_{t−1}, d_{t−1}⟩ + ‖d_{t−1}‖², so p = μ(p + D) − ηλ·S. Together: ηλ·S = D(1 + μ)/2,
 and a step turns w by δ with **δ² = D/S = 2ηλ/(1+μ)** (the step is tangential up to δ²/2). Nothing is assumed
-about the gradients beyond Lemma 1 and the equilibrium; ``tests/test_tuning.py`` measures it on a run.
+about the gradients beyond Lemma 1 and the equilibrium; ``tests/test_tuning_groups.py`` measures it on runs.
 (2ηλ/(1−μ), i.e. 2a, is the per-step angle only with μ = 0: momentum carries part of the previous steps into each
 one.) For AdamW (d_t = −η·m̂_t/√v̂_t − ηλ·w_t, β1 its momentum) the same bookkeeping, with v̂ slowly varying and
 ⟨w, m̂/√v̂⟩ from the momentum alone, gives δ² ≈ 2ηλ(1−β1)/(1+β1): :func:`angular_update_per_step`.
@@ -394,8 +394,10 @@ def scale_invariance(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names: 
     ∇L(w) = 0 on this batch (nothing to measure: a zero-initialized branch such as timm's ``zero_init_last``; try a
     model after a few steps). ``df.attrs``: ``loss`` = L(w), ``c``, and with ``together`` ``loss_scaled``.
 
-    Invariance needs batch statistics: the measurement runs on a copy in training mode (``model`` itself, its
-    weights, running statistics and mode, is left untouched), in ``dtype`` (float64 by default: rounding far below
+    Invariance needs batch statistics: the measurement runs on a copy with every module in the mode it has in
+    ``model`` (call ``model.train()`` first to measure what training sees; a normalization layer in eval mode uses
+    stored statistics, an affine map, and nothing in front of it is invariant there; ``model`` itself, its weights,
+    running statistics and mode, is left untouched), in ``dtype`` (float64 by default: rounding far below
     the effects measured; None keeps the model's), with the same dropout draws in every pass. A normalization layer
     divides by sqrt(σ² + ε), so with the model's ε (1e-5 in PyTorch) an invariant tensor deviates by ~ε/σ², in the
     gradient up to a few % where σ² is small; the copy's layers therefore use ``bn_eps`` (1e-20: the architecture's

@@ -854,8 +854,8 @@ def _joint_groups(net: nn.Module, rnd_net: nn.Module, x, y, names: list[str], lo
     if null.shape[1] == 0:
         return []
     M = null / scale[live][:, None]  # v = M z
-    k = min(len(x), 2 * ROW_BATCH)  # the verification's batch: exactness does not need many inputs
-    xv, yv = (x[:k], y[:k]) if isinstance(y, torch.Tensor) and y.ndim >= 1 and len(y) == len(x) else (x, y)
+    few = min(len(x), 2 * ROW_BATCH)  # the verification's batch: exactness does not need many inputs
+    xv, yv = (x[:few], y[:few]) if isinstance(y, torch.Tensor) and y.ndim >= 1 and len(y) == len(x) else (x, y)
     found, covered = [], set()
     for t in range(len(live)):
         if t in covered or np.linalg.norm(null[t]) < 1e-6:
@@ -865,10 +865,10 @@ def _joint_groups(net: nn.Module, rnd_net: nn.Module, x, y, names: list[str], lo
         if res.status != 0:
             continue
         v = M @ res.x
-        support = [k for k in range(len(live)) if v[k] > 1e-6]
+        support = [i for i in range(len(live)) if v[i] > 1e-6]
         if len(support) < 2 or np.ptp(v[support]) > 1e-4 * float(v[support].max()):
             continue  # a single tensor (rounding) or unequal weights: not a common rescale
-        group = sorted((names[live[k]] for k in support), key=order.get)
+        group = sorted((names[live[i]] for i in support), key=order.get)
         if group in found or not _verified(rnd_net, xv, yv, group, c, loss_fn, rtol):
             continue
         found.append(group)

@@ -535,6 +535,9 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
         if row.get("rule", {}).get("margin") is not None and r1.margin != row["rule"]["margin"]:
             r1 = r1.with_margin(row["rule"]["margin"])
         rule2 = dataclasses.replace(r1, alpha=entry["stage2"]["alpha"])
+        if row.get("train_minutes") is not None:   # stage 1's and the added runs' measured minutes
+            row["train_minutes"] = row["train_minutes"] + float(pd.to_numeric(added["seconds"], errors="coerce")
+                                                                 .sum()) / 60
         if t.kind == "columns":
             _apply(row, _pooled_gap_fields(rule2, results_dir), entry, rule2, unit="columns")
         else:
@@ -616,7 +619,7 @@ def shortest_settled_phase(values, factor: float, min_epochs: int = 4) -> int | 
 
 def _runs_minutes(plan: pd.DataFrame, results_dir) -> float:
     res = _collect(plan, results_dir)
-    return float(res["train_seconds"].sum() / 60) if "train_seconds" in res else math.nan
+    return float(pd.to_numeric(res["seconds"], errors="coerce").sum() / 60)
 
 
 def li_arora_regime(results_dir="reports") -> dict:
@@ -642,7 +645,10 @@ def li_arora_regime(results_dir="reports") -> dict:
     stage1 = exp_lr.preresnet_plan(PROFILE, dataset=DATASET)
     minutes = _runs_minutes(stage1, results_dir)
     epochs = None if phase is None else 2 * phase
-    return {"measured": True, "probe_epochs": long_epochs, "phase": phase, "num_epochs": epochs,
+    # a phase found within the probe's last tenth is a lower bound: the series may not stay flat past the probe
+    lower_bound = phase is None or phase > 0.9 * first
+    return {"measured": True, "probe_epochs": long_epochs, "probe_phase": first, "phase": phase,
+            "lower_bound": lower_bound, "num_epochs": epochs,
             "cpu_phase": cpu_phase, "cpu_factor": float(v[cpu_phase - 1] / v[cpu_phase // 2]),
             "runs": len(stage1), "cpu_minutes": None if epochs is None else minutes * epochs / cpu_epochs,
             "stage1_minutes": minutes}

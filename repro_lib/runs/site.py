@@ -158,7 +158,7 @@ def rerun_cell(page: Page) -> dict:
     text = (f"## {RERUN_HEADING}\n\n"
             f"Train what your run store lacks and execute `notebooks/{page.name}.ipynb` into "
             f"`results/{page.profile}/` (either command):\n\n"
-            f"```bash\n{run}\n{make}\n```\n\n{data}"
+            f"```{{code-block}} bash\n:class: rerun-commands\n\n{run}\n{make}\n```\n\n{data}"
             f"Re-render this page from the published runs in `reports/runs/` (nothing trains): `{report}`.\n")
     return _markdown_cell(text, "repro-lib-rerun")
 

@@ -152,7 +152,7 @@ def test_published_claims_carry_a_verdict_word_ours_and_the_papers_value(path):
     claims = json.loads((path.parent / path.stem / "claims.json").read_text())
     assert claims
     for c in claims:
-        assert re.match(r"(holds|no|undecided)\b", c["verdict"]), c["verdict"]
+        assert re.match(r"(holds|no|undecided|not judged)\b", c["verdict"]), c["verdict"]
         assert c.get("paper_value"), c["item"]
         assert c.get("ours") or publish.not_run(c), c["item"]  # a claim without a run has nothing of ours yet
         if c["verdict"].startswith("undecided"):
@@ -182,11 +182,12 @@ def test_table_b1_verdict_is_no_only_once_the_scale_variant_score_settled():
     moving, flat = stats(0.5), stats(0.0)
     assert R.score_drift(moving) > 0.1 and R.score_drift(flat) == pytest.approx(0.0)
     undecided = R.delta_claims(ours, ref, "d", real_data=True, seeds=3, stats=moving)[0]["verdict"]
-    assert undecided.startswith("undecided (against the claim, while the scale-variant score still moved")
+    assert undecided.startswith("not judged (while the scale-variant score still moved")
+    assert "points against the claim" in undecided
     assert R.delta_claims(ours, ref, "d", real_data=True, seeds=3, stats=flat)[0]["verdict"].startswith("no:")
-    # the gate applies to both outcomes: every δ detected while the score still moves is undecided too
+    # the gate applies to both outcomes: every δ detected while the score still moves is not judged too
     assert R.delta_claims(ref, ref, "d", real_data=True, seeds=3, stats=moving)[0]["verdict"].startswith(
-        "undecided (the claimed way, while the scale-variant score still moved")
+        "not judged (while the scale-variant score still moved")
     assert R.delta_claims(ref, ref, "d", real_data=True, seeds=3, stats=flat)[0]["verdict"].startswith("holds")
 
 
@@ -270,7 +271,7 @@ def test_a_norm_growth_claim_is_undecided_where_the_baselines_norm_did_not_grow(
     found = R.cifar_contrasts(R.cifar_runs(res, hist))
     claims = {c["claim"]: c for c in R.cifar_claims(found, res, "CIFAR-10")}
     sgd = claims["norm growth: SGDP < SGD"]
-    assert sgd["verdict"].startswith("undecided (SGD's norm did not grow: no growth for the projection to slow)")
+    assert sgd["verdict"].startswith("not judged (SGD's norm did not grow: no growth for the projection to slow")
     assert claims["norm growth: AdamP < AdamW"]["word"] == "holds"  # AdamW's norm grew: judged as usual
     text = R.cifar_found(RunConfig(width=8, n=1024, batch_size=64, num_epochs=100), found, res, "CIFAR-10", seeds=3)
     assert "Here the norm of SGD shrinks even at this decay" in text and "that claim stays *undecided*" in text

@@ -168,10 +168,10 @@ def test_the_three_verdict_words():
     assert one.verdict == "undecided" and one.reason == "1 seed on real images, 3 needed"
     assert findings.findings(_grid(seeds=(0,)), real_data=False).iloc[0].verdict == "undecided"  # no interval
     assert findings.verdict_text(one).startswith("undecided (1 seed on real images, 3 needed): best; ")
-    assert findings.judge(False, True, settled=False) == ("undecided",
-                                                          "against the claim, before the angular update settled")
-    assert findings.judge(True, True, settled=False) == ("undecided",
-                                                         "the claimed way, before the angular update settled")
+    assert findings.judge(False, True, settled=False) == (
+        "not judged", "before the angular update settled; the measurement points against the claim")
+    assert findings.judge(True, True, settled=False) == (
+        "not judged", "before the angular update settled; the measurement points the claimed way")
     assert findings.judge(True, False) == ("undecided", "the claimed way, within the noise")
     assert findings.judge(None, False)[0] == "undecided"
     with pytest.raises(ValueError, match="verdict"):
@@ -186,8 +186,8 @@ def test_the_regime_gate_applies_to_both_outcomes():
         assert findings.findings(g).iloc[0].verdict == word
         g["history"] = [rising] * len(g)
         f = findings.findings(g).iloc[0]
-        assert f.verdict == "undecided" and "before the angular update settled" in f.reason
-        assert f.optimum_verdict == "undecided"
+        assert f.verdict == "not judged" and "before the angular update settled" in f.reason
+        assert f.optimum_verdict == "not judged"
 
 
 def _hist(values, lr_drop_at):
@@ -229,22 +229,23 @@ def test_column_label_names_the_papers_column_and_ours():
     assert findings.column_label(same, "n") == "N = 1,000"
 
 
-def test_paper_rank_reads_in_the_words_of_our_rank():
-    """The paper's yellow rank (``_paper_column``), our verdict line and the README's short column use one map of
-    rank words: the README's cell reads the paper's rank back from the paper_value text."""
-    from repro_lib.results import publish
-
+def test_paper_rank_words():
+    """The paper's yellow rank (``_paper_column``) and our verdict line use one map of rank words."""
     assert findings.RANK_SHORT == {"best": "best", "second": "second", "no": "below second"}
-    for word, short in (("best", "best"), ("second", "second"), ("below second", "3rd+")):
-        assert publish._short_paper({"rank": "no", "paper_value": f"yellow 94.17 ({word})"}) == short
 
 
-def test_a_log_ratio_claim_reads_as_a_ratio_in_the_short_column():
-    """A claim whose estimate and interval are log ratios (``scale`` "log", the tuning rule's Δθ) shows as the ratio
-    and its interval in the README's short column, not as a log ± resolution; a difference keeps "± resolution"."""
+def test_a_deciding_interval_reads_as_lo_hi_and_a_log_ratio_as_a_ratio():
+    """The deciding interval as tables show it (``publish.deciding_text``): a difference as estimate [lo, hi] named
+    by its contrast, a ratio as ×estimate [lo, hi], a log ratio (``scale`` "log", the tuning rule's Δθ)
+    exponentiated; never "± half-width"."""
     from repro_lib.results import publish
 
     c = {"estimate": math.log(0.67), "ci": [math.log(0.63), math.log(0.70)], "resolution": 0.05, "scale": "log"}
-    assert publish._short_ours(c) == "×0.67 [0.63, 0.70]"
-    assert publish._short_ours({**c, "ci": None}) == "×0.67"
-    assert publish._short_ours({"estimate": 1.94, "resolution": 2.33}) == "+1.94 ± 2.33"
+    assert publish.deciding_text(c) == "×0.67 [0.63, 0.70]"
+    assert publish.deciding_text({**c, "ci": None}) == "×0.67"
+    d = {"estimate": -3.2, "ci": [-8.14, 1.74], "deciding": "SA-SGD − SGD", "verdict": "not judged"}
+    assert publish.deciding_text(d) == "SA-SGD − SGD -3.20 [-8.14, +1.74]"
+    g = {"estimate": 1.61, "ci": [0.46, 2.75], "rank": "best", "rule": {"relation": "best or second"}}
+    assert publish.deciding_text(g) == "yellow − second other +1.61 [+0.46, +2.75]"
+    a = {"estimate": 1.0, "ci": [0.1, 2.0], "claim": "final test accuracy: TEXP−− < TEXP", "rule": {"relation": "<"}}
+    assert publish.deciding_text(a) == "TEXP−− − TEXP +1.00 [+0.10, +2.00]"

@@ -40,7 +40,7 @@ def test_judged_contrasts_pair_by_seed_and_carry_ours_and_the_papers_reading():
     m = R.EQUIVALENCE_MARGIN
     assert j.verdict.iloc[0].startswith(f"holds: Δ +0.10 [+0.10, +0.10] points (paired t, 5 seeds, 90 % interval; "
                                         f"margin ±{m:g}, TOST)")
-    assert j.ours.iloc[1] == f"TEXP-- {np.mean(step) + 3.4:.2f}, TEXP {np.mean(step) + 0.1:.2f} (5 paired seeds)"
+    assert j.ours.iloc[1] == f"TEXP−− {np.mean(step) + 3.4:.2f}, TEXP {np.mean(step) + 0.1:.2f} (5 paired seeds)"
     assert "Fig. 3" in j.paper_value.iloc[1] and "TEXP achieves better test accuracy" in j.paper_value.iloc[1]
     assert j.interval.iloc[0]["margin"] == m and j.interval.iloc[1]["ci"][0] > 0
     assert j.interval.iloc[0]["level"] == 0.90 and j.interval.iloc[1]["level"] == 0.95
@@ -249,10 +249,11 @@ def test_backmatching_claims_per_column_say_what_the_papers_numbers_support():
     assert against["word"] == "no" and against["rival"] == "lars" and against["ci"][1] < 0
     assert against["paper_effect"] == pytest.approx(92.45 - 92.34)  # the paper's smallest margin: over SGD
     early = BR.column_claims(_bm_results((0, 1, 2), lars=60.0, train_acc=62.0))[0]
-    assert early["word"] == "undecided" and "before training converged" in early["verdict"]
+    assert early["word"] == "not judged" and "before training converged" in early["verdict"]
     # SGD within the noise, LARS ahead beyond it before convergence: the reason names the rival against the claim
     mixed = BR.column_claims(_bm_results((0, 1, 2), lars=60.0, train_acc=62.0, sgd=49.0))[0]
-    assert mixed["verdict"].startswith("undecided (against the claim for LARS, before training converged)")
+    assert mixed["verdict"].startswith("not judged (before training converged; the interval against LARS points "
+                                       "against the claim)")
 
 
 # ------------------------------------------------------------------------------------------------ the notebooks

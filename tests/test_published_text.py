@@ -314,4 +314,4 @@ def test_findings_say_the_columns_without_runs_in_one_line():
                           for s in ("a", "b") for n in (3125, 6250) if (s, n) != ("a", 3125)])
     assert list(unrun_columns(found)) == [True, True, True]
     assert say_columns(found, "n") == ("- **No run yet** in 3 columns ((a) N = 6,250; (b) every column): "
-                                       "*undecided*, 63 runs missing.")
+                                       "*not run*, 63 runs missing.")

@@ -3,14 +3,14 @@ reader needs (:func:`problems`):
 
 * **tables for people**: no snake_case column header (``lr_at_epoch``), no pandas index column (a blank first
   header over the row numbers 0, 1, 2, …), no number written with an exponent below 1e-4 (``-4.377e-17``,
-  ``1.16e-06``), at most :data:`MAX_ROWS` body rows (a longer table is saved as CSV beside the notebook and linked;
-  the result table under the claim lists every claim);
+  ``1.16e-06``), at most :data:`MAX_ROWS` body rows (a longer table is saved as CSV beside the notebook and linked,
+  or shown whole in a scrolling box, ``tables.scrolling``; the result table under the claim lists every claim);
 * **figures**: every figure drawn through pyplot after ``results.figures.theme()`` has a title and labelled axes
   (``figures.problems``, checked when the figure is drawn; a figure that lacks one prints
   ``figures.CHECK_MARK`` under itself), and a notebook with figures calls ``figures.theme()``;
-* **the first screen**: the result under the claim defines, before its table, every term the table uses
-  (``results.screen.GLOSSARY``: in bold in the first Markdown cell or in the result's *Terms* line), and carries a
-  conditions line and a re-run line with the exact command.
+* **the first screen**: the result under the claim links the glossary (``docs/glossary.md``, every term of
+  ``results.screen.GLOSSARY`` defined once) and the notebook's ``## Audit``, and carries a conditions line and a
+  re-run line with the exact command.
 
 The unit tests feed :func:`problems` notebooks built to break each rule, and one that breaks none.
 """
@@ -40,6 +40,7 @@ THEAD = re.compile(r"<thead>(.*?)</thead>", re.S)
 TBODY = re.compile(r"<tbody>(.*?)</tbody>", re.S)
 ROW = re.compile(r"<tr\b.*?</tr>", re.S)
 TAG = re.compile(r"<[^>]+>")
+SCROLL_BOX = re.compile(r'<div class="repro-scroll"[^>]*>.*?</table>\s*</div>', re.S)
 
 
 def _text(value) -> str:
@@ -54,6 +55,10 @@ def table_problems(page: str) -> list[str]:
     """The rules on tables, over every ``<table>`` of an HTML page (nbconvert's output: pandas Styler and
     DataFrame HTML, Markdown tables rendered to HTML)."""
     found = []
+    # tables shown whole in a scrolling box (tables.scrolling): every row is on the page, the box keeps it short
+    starts = [m.start() for m in TABLE.finditer(page)]
+    boxes = [(m.start(), m.end()) for m in SCROLL_BOX.finditer(page)]
+    scrolled = {k for k, at in enumerate(starts) if any(a < at < b for a, b in boxes)}
     for k, table in enumerate(TABLE.findall(page)):
         head = THEAD.search(table)
         heads = [(attrs, _plain(cell)) for attrs, cell in HEAD_CELL.findall(head.group(1) if head else "")]
@@ -68,7 +73,7 @@ def table_problems(page: str) -> list[str]:
         numbers = [_plain(rh[0][1]) if rh else "" for rh in row_heads]
         if index_header and len(rows) > 1 and numbers == [str(i) for i in range(len(rows))]:
             found.append(f"table {k + 1} ({name!r}): an index column of row numbers")
-        if len(rows) > MAX_ROWS and not (k == 0 and name == "claim"):  # the result under the claim: every claim
+        if len(rows) > MAX_ROWS and not (k == 0 and name == "claim") and k not in scrolled:  # every claim; a box
             found.append(f"table {k + 1} ({name!r}): {len(rows)} rows on the page (at most {MAX_ROWS}; the "
                          "rest in a linked CSV)")
         for m in SMALL_EXPONENT.finditer(_plain(body.group(1) if body else table)):
@@ -106,8 +111,9 @@ def figure_problems(nb: dict) -> list[str]:
 
 
 def first_screen_problems(nb: dict) -> list[str]:
-    """The result under the claim: every glossary term its table uses is defined before the table (in bold in the
-    first Markdown cells or the result's *Terms* line); a conditions line and a re-run line follow it."""
+    """The result under the claim: its first line links the glossary (``docs/glossary.md``, where every term a
+    result table uses is defined once: ``results.screen.GLOSSARY``) and the audit (``#audit``, a ``## Audit``
+    section the notebook ends with); a conditions line and a re-run line follow its table."""
     cells = nb.get("cells", [])
     lead = []
     for cell in cells:
@@ -121,14 +127,32 @@ def first_screen_problems(nb: dict) -> list[str]:
     lines = result.splitlines()
     first = next((i for i, ln in enumerate(lines) if ln.startswith("|")), len(lines))
     table = "\n".join(ln for ln in lines[first:] if ln.startswith("|"))
-    before = "\n".join(lead + lines[:first])
-    found = [f"the result table uses {t!r}, not defined before it (bold in the first cell, or the Terms line)"
-             for t in screen.terms_used(table) if f"**{t}**" not in before]
+    found = []
+    if "glossary.md)" not in lines[0]:
+        found.append("the result's first line does not link the glossary (docs/glossary.md)")
+    if "](#audit)" not in lines[0]:
+        found.append("the result's first line does not link the audit (#audit)")
+    elif not any("## Audit" in _text(c.get("source")) for c in cells if c.get("cell_type") == "markdown"):
+        found.append("no '## Audit' section for the result's link")
     if table and not any(ln.startswith("**Conditions:**") for ln in lines):
         found.append("no conditions line under the result (screen.conditions)")
     if not any(ln.startswith("**Re-run:** `python -m repro_lib run") for ln in lines):
         found.append("no re-run line under the result (screen.rerun)")
     return found
+
+
+def test_every_glossary_term_is_defined_in_the_glossary():
+    """Every term a result table may use (``screen.GLOSSARY``) has its entry in ``docs/glossary.md``."""
+    text = (ROOT / "docs" / "glossary.md").read_text()
+    heads = {h.strip().lower() for h in re.findall(r"^###\s+(.+)$", text, re.M)}
+    alias = {"[a, b]": "interval", "±": "interval", "Δθ": "angular update", "yellow": "yellow cell"}
+    missing = [t for t in screen.GLOSSARY if not any(part.strip().lower() in heads for part in
+                                                     re.split(r"/|,", alias.get(t, t)))
+               and alias.get(t, t).lower() not in text.lower()]
+    assert not missing, missing
+    for word in ("holds", "no", "undecided", "not judged", "not run", "tuning factor", "yellow cell", "angular update",
+                 "gate", "margin", "tost", "pooled contrasts", "stage"):
+        assert word in heads, word
 
 
 def render(nb: dict) -> str:
@@ -170,12 +194,14 @@ def _nb(result: str, *cells, lead: str = "# Title\n\nThe claim.") -> dict:
     md = {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": result, "text/plain": "<md>"}}
     return {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
             "cells": [{"cell_type": "markdown", "source": lead, "metadata": {}}, code([md]),
-                      *[code(*c) for c in cells]]}
+                      *[code(*c) for c in cells], _AUDIT]}
 
 
 _TABLE = "| claim | ours | verdict |\n|---|---|---|\n| the yellow cell is best | 50.1 | holds |"
-GOOD_RESULT = (f"**Result** (data).\n\n{screen.glossary(_TABLE)}\n\n{_TABLE}\n\n"
+GOOD_RESULT = ("**Result** (data). [Terms](../../docs/glossary.md) · [Audit](#audit).\n\n"
+               f"{_TABLE}\n\n"
                "**Conditions:** N = 1,000 training images.\n\n**Re-run:** `python -m repro_lib run --profile cpu x`.")
+_AUDIT = {"cell_type": "markdown", "source": "## Audit", "metadata": {}}
 
 
 def _html_output(html: str) -> list:
@@ -209,10 +235,12 @@ def test_each_rule_fails_what_breaks_it():
     assert any("no title" in p for p in problems(_nb(GOOD_RESULT, (said, "figures.theme()"))))
     img = [{"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBORw0KGgo=", "text/plain": "f"}}]
     assert any("before figures.theme()" in p for p in problems(_nb(GOOD_RESULT, (img,))))
-    undefined = GOOD_RESULT.replace(screen.glossary(_TABLE), "")
-    assert any("'yellow'" in p for p in problems(_nb(undefined)))
-    lead = "# T\n\n**yellow**: the paper's cell; **holds / no / undecided**: the verdicts."
-    assert problems(_nb(undefined, lead=lead)) == []
+    unlinked = GOOD_RESULT.replace("[Terms](../../docs/glossary.md) · ", "")
+    assert any("glossary" in p for p in problems(_nb(unlinked)))
+    assert any("audit" in p for p in problems(_nb(GOOD_RESULT.replace("[Audit](#audit)", ""))))
+    scrolled = ('<div class="repro-scroll" style="max-height: 26em; overflow: auto"><table><thead><tr><th>a</th>'
+                "</tr></thead><tbody>" + "<tr><td>1</td></tr>" * (MAX_ROWS + 1) + "</tbody></table></div>")
+    assert problems(_nb(GOOD_RESULT, (_html_output(scrolled),))) == []  # shown whole, in a box that scrolls
     assert any("re-run" in p for p in problems(_nb(GOOD_RESULT.split("\n\n**Re-run:**")[0])))
     assert any("conditions" in p for p in problems(_nb(GOOD_RESULT.replace("**Conditions:**", "Conditions"))))
 

@@ -71,23 +71,37 @@ def _fake_reports(tmp_path):
     return root
 
 
-def test_summary_one_row_per_claim_group_and_the_full_table_one_row_per_claim(tmp_path):
-    """The README's table: one row per group of claims (a table's columns share one), ours and the paper's as short
-    values (a grid's yellow-cell ranks, a difference ± its resolution), the verdict as words; reports/README.md: one
-    row per claim with its reason, and a line for a notebook without claims."""
+def test_summary_one_row_per_section_and_the_full_table_one_row_per_claim(tmp_path):
+    """The README's first screen: a bottom line counted from the claims, then one row per paper section (a
+    notebook no section names gets its own), what we found as a deciding interval [lo, hi], the verdict words
+    counted; reports/README.md: one row per claim with its reason, and a line for a notebook without claims."""
     root = _fake_reports(tmp_path)
-    lines = publish.summary(root).splitlines()
-    assert lines[0] == "**`cpu` profile · CIFAR-10**"  # what every row shares, said once
-    assert lines[2] == "| paper | what | claim | ours | paper's | verdict | notebook |"
-    assert len(lines) == 6
-    assert lines[4].startswith("| Yun et al. 2022 | Table 1 (a) (2 columns) | yellow best \\| second | best · second "
-                               "| best · best | holds 1 / undecided 1 | [nb1](")
-    assert lines[5].startswith("| Yun et al. 2022 | Fig. 2 | cosine > step | +2.00 ± 1.50 | +1.00 | holds | [nb1](")
+    text = publish.summary(root)
+    head, table = text.split("\n\n", 1)
+    assert head.startswith("Of 3 published claims: *holds* 2, *no* 0, *undecided* 1 (the interval within the noise), "
+                           "*not judged* 0")
+    lines = table.splitlines()
+    assert lines[0] == "| paper | section | claim | ours | verdict | notebook |"
+    assert lines[2].startswith("| Yun et al. 2022 | nb1 | yellow best \\| second | +1.00 [+0.40, +1.60] (+2 more) | "
+                               "holds 2 · undecided 1 | [nb1](")  # a claim decided first, its interval [lo, hi]
     full = publish.full_table(root).splitlines()
     assert "**`cpu` profile · CIFAR-10** (seeds per claim: 3)" in full
     rows = [x for x in full if x.startswith("| Yun")]
     assert len(rows) == 3 and "undecided (within the noise)" in rows[1]
     assert full[-1].startswith("Published without a claim to judge: [nb2](")
+
+
+def test_a_failed_gate_reads_not_judged_everywhere(tmp_path):
+    """A claim whose gate failed is *not judged* in claims.json, the first screen and the README's counts."""
+    root = _fake_reports(tmp_path)
+    claims = json.loads((root / "cpu" / "nb1" / "claims.json").read_text())
+    claims[1].update(gate_ok=False, word="undecided", verdict="undecided (before Δθ settled): +1.0")
+    publish.record_claims(root / "cpu" / "nb1", claims)
+    again = json.loads((root / "cpu" / "nb1" / "claims.json").read_text())
+    assert again[1]["word"] == "not judged"
+    assert again[1]["verdict"].startswith("not judged (the regime the claim speaks of was not reached; before Δθ")
+    assert "*not judged* 1" in publish.result_markdown(again)
+    assert "*not judged* 1" in publish.bottom_line(root)
 
 
 def test_summary_folds_columns_not_run_yet_and_shows_the_seed_range(tmp_path):
@@ -115,7 +129,7 @@ def test_readme_block_round_trip(tmp_path):
     assert published.main([str(root), "--readme", str(readme), "--check"]) == 1
     assert published.main([str(root), "--readme", str(readme)]) == 0
     assert published.main([str(root), "--readme", str(readme), "--check"]) == 0
-    assert readme.read_text().endswith("\n\ntail\n") and "Table 1 (a)" in readme.read_text()
+    assert readme.read_text().endswith("\n\ntail\n") and "[nb1](" in readme.read_text()
 
 
 def test_claims_rows_are_checked(tmp_path):
@@ -224,25 +238,42 @@ def test_the_portability_scan_finds_what_it_looks_for():
 
 
 def test_the_result_under_the_claim_is_computed_from_the_claims():
-    """``publish.result_markdown``: one table row per claim with a run (claim, ours, the paper's, verdict), the
-    columns ours/paper only where the claims carry them, and a count of the claims without runs."""
+    """``publish.result_markdown``: the verdict words counted with links to the glossary and the audit, one table
+    row per claim with a run (claim, ours, the paper's, the verdict word, the deciding interval), the columns
+    ours/paper only where the claims carry them, a count of the claims without runs; the rules and what would decide
+    a claim are in ``publish.audit_markdown``."""
     yun = [{"paper": "Y", "item": "Table 1 (a), N = 500", "claim": "yellow best", "data": "stand-in", "seeds": 3,
-            "verdict": "second, -0.4", "ours": "yellow 37.86 ± 1.22", "paper_value": "yellow 88.93 (second)",
-            "train_minutes": 12.0},
+            "verdict": "undecided (shown above 1 of the 4 other cells (3 needed)): second", "word": "undecided",
+            "ours": "yellow 37.86 ± 1.22", "paper_value": "yellow 88.93 (second)", "rank": "second",
+            "estimate": 0.5, "ci": [-2.24, 3.23], "rule": {"relation": "best or second", "test": "pooled t",
+                                                           "alpha": 0.025, "level": 0.95, "gate": "Δθ settled",
+                                                           "declared": "after", "previous": "the rank alone"},
+            "gate_ok": True, "regime": "settled (Δθ drift 3 %)", "to_decide": "about 9 seeds",
+            "contrasts": {"0.039": [-2.24, 3.23]}, "previous_word": "holds", "train_minutes": 12.0},
            {"paper": "Y", "item": "Table 1 (a), N = 6250", "claim": "yellow best", "data": "stand-in", "seeds": 0,
             "verdict": "n/a (21 runs missing)", "train_minutes": 0.0}]
-    text = publish.result_markdown(yun)
-    assert text.splitlines()[0].startswith("**Result** (stand-in;")
-    assert "| claim | ours | paper | verdict |" in text
-    assert "| Table 1 (a), N = 500: yellow best | yellow 37.86 ± 1.22 | yellow 88.93 (second) | second, -0.4 |" in text
-    assert "1 more claim(s) without any run yet" in text
+    text = publish.result_markdown(yun, caveat="**Conditions:** N = 500.", rerun="**Re-run:** `x`.")
+    first = text.splitlines()[0]
+    assert first.startswith("**Result** (stand-in;") and "*undecided* 1" in first
+    assert f"]({publish.GLOSSARY})" in first and "](#audit)" in first
+    assert "| claim | ours | paper | verdict | deciding interval |" in text
+    assert ("| Table 1 (a), N = 500: yellow best | yellow 37.86 ± 1.22 | yellow 88.93 (second) | undecided | "
+            "yellow − second other +0.50 [-2.24, +3.23] |") in text
+    assert "1 more claim(s) without any run yet" in text and text.endswith("**Re-run:** `x`.")
+    assert "about 9 seeds" not in text and "rank alone" not in text  # the audit's, not the story's
+    audit = publish.audit_markdown(yun[:1])
+    for part in ("*Rule:* best or second", "α = 0.025", "set after the records", "it replaced: the rank alone",
+                 "verdict under that rule: *holds*", "measured: settled (Δθ drift 3 %) (passed)",
+                 "0.039: [-2.24, +3.23]", "*What would decide it:* about 9 seeds"):
+        assert part in audit, part
     toy = [{"paper": "L", "item": "Sec. 3", "claim": "a | b", "data": "toy", "seeds": 1, "verdict": "holds"}]
-    assert "| claim | verdict |" in publish.result_markdown(toy) and "a \\| b" in publish.result_markdown(toy)
+    assert "| claim | verdict | deciding interval |" in publish.result_markdown(toy)
+    assert "a \\| b" in publish.result_markdown(toy)
     assert "No claim has a run behind it yet." in publish.result_markdown(yun[1:])
     note = "Table 3: across its B columns 16, 64 (×4) the best cell's tuning factor stays put (0.0781 → 0.0781)."
     two = [{**yun[0], "note": note}, {**yun[0], "item": "Table 1 (a), N = 1000", "note": note}]
-    assert publish.result_markdown(two).count(note) == 1 and publish.result_markdown(two).endswith(f"- {note}")
-    assert "- " not in publish.result_markdown(yun).split("| second, -0.4 |")[1]  # no note, no line
+    assert publish.result_markdown(two).count(note) == 1
+    assert "*Claim, in every row:* yellow best." in publish.result_markdown(two)
 
 
 def test_every_notebook_that_records_claims_shows_its_result_under_the_claim():
@@ -287,7 +318,8 @@ def test_every_real_data_claim_states_its_interval_and_resolution():
         assert "ci" in c and "resolution" in c, (name, c["item"])
         lo, hi = c["ci"]
         if lo is None:
-            assert c["verdict"].startswith("undecided") or publish.not_run(c), (name, c["item"], c["verdict"])
+            assert c["verdict"].startswith(("undecided", "not judged")) or publish.not_run(c), (name, c["item"],
+                                                                                                  c["verdict"])
         else:
             assert lo <= hi and c["resolution"] == pytest.approx((hi - lo) / 2), (name, c["item"])
         if "≈" in c["claim"]:

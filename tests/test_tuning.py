@@ -277,9 +277,9 @@ def test_the_verdicts_of_a_rule_that_loses_accuracy():
         "holds"
 
 
-def test_a_claim_against_the_rule_is_undecided_while_the_rules_angular_update_still_drifts():
+def test_a_claim_against_the_rule_is_not_judged_while_the_rules_angular_update_still_drifts():
     """A Δθ shortfall of the rule's runs at 4B counts as *no* only where both compared runs settled before the LR
-    decay; where the rule's Δθ still climbs, it is *undecided* and the text says which run drifted."""
+    decay; where the rule's Δθ still climbs, it is *not judged* and the text says which run drifted."""
     from repro_lib.papers.yun2022 import tuning_rule_report as report
 
     res = _fake_results(rule_gain=0.0)
@@ -290,7 +290,7 @@ def test_a_claim_against_the_rule_is_undecided_while_the_rules_angular_update_st
     found = report.findings(res)
     dtheta = found.set_index("claim").loc[
         "the rule's weight decay at 4B recovers the angular update per epoch of the tuned setting at B"]
-    assert dtheta.word == "undecided" and dtheta.reason.startswith("against the claim, before the regime settled")
+    assert dtheta.word == "not judged" and dtheta.reason == "before the regime settled; the interval points against the claim"
     assert dtheta.interval["gate_ok"] is False and dtheta.interval["to_decide"].startswith("the regime")
     assert found.attrs["regime"]["settled"] and not found.attrs["regime_rule"]["settled"]
     assert "The rule's Δθ at B = 64 is still drifting" in report.what_we_found(found, res, "CIFAR-10 JPEG stand-in")

@@ -85,7 +85,7 @@ def test_an_equivalence_claim_no_longer_holds_by_noise():
 def test_contrary_results_in_an_unsettled_regime_stay_undecided_and_few_seeds_decide_nothing():
     d = F.Difference(-3.0, -4.0, -2.0, 3, True, "paired t")
     assert F.judge_difference(d, ">", settled=False, unsettled="before training converged") == (
-        "undecided", "against the claim, before training converged")
+        "not judged", "before training converged; the interval points against the claim")
     assert F.judge_difference(F.Difference(3.0, 2.0, 4.0, 2, True, "paired t"), ">") == (
         "undecided", "2 seeds on real images, 3 needed")
     assert F.judge_difference(F.Difference(3.0, 2.0, 4.0, 2, True, "paired t"), ">", real_data=False)[0] == "holds"

@@ -3,6 +3,7 @@ the pooled grid contrasts and the random-effects summary against reference imple
 claim re-derived from the numbers it publishes."""
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -54,11 +55,30 @@ def test_grid_best_needs_every_other_cell_below():
     assert R.decide(rule, contrasts=[(0.1, 1), (-2, -0.5)])[0] == "no"
 
 
-@pytest.mark.parametrize("ci", [(0.5, 2.0), (-2.0, -0.5)])
-def test_a_gate_applies_to_both_outcomes(ci):
+@pytest.mark.parametrize("ci, lean", [((0.5, 2.0), "points the claimed way"),
+                                      ((-2.0, -0.5), "points against the claim"), ((-0.5, 2.0), "holds 0")])
+def test_a_gate_applies_to_every_outcome_and_says_which_way_the_interval_points(ci, lean):
     word, reason = R.decide(R.rule("paired >"), ci=ci, gate_ok=False, gate_words="before training converged")
-    assert word == "undecided" and reason.endswith("before training converged")
-    assert R.decide(R.rule("paired >"), ci=ci, gate_ok=None)[0] in ("holds", "no")  # not measured: judged
+    assert word == "not judged" and reason.startswith("before training converged; ") and lean in reason
+    assert R.decide(R.rule("paired >"), ci=ci, gate_ok=None)[0] in ("holds", "no", "undecided")  # not measured
+    grid = R.decide(R.rule("grid best or second"), contrasts=[(0.1, 1), (0.2, 2), (0.3, 3), (-1, 1)], gate_ok=False)
+    assert grid[0] == "not judged" and "claimed way" in grid[1]
+    few = R.decide(R.rule("paired >"), ci=ci, gate_ok=False, seeds=2)  # the regime first: not judged, and why
+    assert few == ("not judged", "before the regime the claim speaks of was reached; 2 seeds on real images, 3 needed")
+
+
+def test_the_verdict_words_are_one_vocabulary():
+    from repro_lib.results import publish
+
+    assert F.VERDICTS == ("holds", "no", "undecided", "not judged") and R.NOT_JUDGED == F.NOT_JUDGED
+    assert publish.verdict_word("not judged (before Δθ settled; the interval points the claimed way): x") == \
+        "not judged"
+    assert F.judge(True, True, settled=False)[0] == "not judged" == F.judge(False, False, settled=False)[0]
+    row = {"paper": "p", "item": "i", "claim": "c", "data": "d", "seeds": 3, "verdict": "undecided (x): y",
+           "gate_ok": False}
+    got = publish.normalized(row)
+    assert got["word"] == "not judged"
+    assert got["verdict"] == "not judged (the regime the claim speaks of was not reached; x): y"
 
 
 def test_few_seeds_on_real_images_decide_nothing_and_bad_rules_are_refused():
@@ -177,11 +197,12 @@ def test_every_real_data_claim_carries_its_rule_and_interval():
 
 
 def test_every_published_verdict_follows_from_its_interval_by_its_rule():
-    """Re-derive each published *holds* / *no* from the claim's own ``rule``, ``ci`` (or ``contrasts``) and
-    ``gate_ok``: the published word must be what the rule gives; an *undecided* must not be decidable by it."""
+    """Re-derive each published *holds* / *no* / *not judged* from the claim's own ``rule``, ``ci`` (or
+    ``contrasts``) and ``gate_ok``: the published word must be what the rule gives; an *undecided* must not be
+    decidable by it."""
     checked, wrong = 0, []
     for nb, c in _published_claims():
-        if "rule" not in c or c.get("word") not in ("holds", "no", "undecided"):
+        if "rule" not in c or c.get("word") not in F.VERDICTS:
             continue
         f = c["rule"]
         rule = R.Rule(f["relation"], f["test"], margin=f.get("margin"), alpha=f["alpha"])
@@ -190,9 +211,9 @@ def test_every_published_verdict_follows_from_its_interval_by_its_rule():
         word, _ = R.decide(rule, ci=tuple(ci) if ci and None not in ci else None, contrasts=contrasts,
                            gate_ok=c.get("gate_ok"), seeds=c.get("seeds"), real_data=_real(c))
         checked += 1
-        if c["word"] in ("holds", "no") and word != c["word"]:
+        if c["word"] in ("holds", "no", "not judged") and word != c["word"]:
             wrong.append(f"{nb}: {c['item']}: published {c['word']}, rule gives {word}")
-        if c["word"] == "undecided" and word in ("holds", "no"):
+        if c["word"] == "undecided" and word in ("holds", "no", "not judged"):
             wrong.append(f"{nb}: {c['item']}: published undecided, rule gives {word}")
     assert not wrong, wrong
     assert checked > 0
@@ -203,3 +224,95 @@ def test_every_undecided_real_data_claim_says_what_would_decide_it():
               if _real(c) and c.get("word") == "undecided" and "rule" in c and not c.get("to_decide")
               and not str(c.get("verdict", "")).startswith("undecided (no finished run")]
     assert not silent, silent
+
+
+def test_every_claim_whose_gate_failed_is_not_judged_and_carries_its_regime():
+    """A failed gate reads *not judged* (never *undecided*) in claims.json, and every claim whose rule has a gate
+    carries the measured regime (``regime``) and, where it is not judged, says which way its interval points."""
+    wrong = []
+    for nb, c in _published_claims():
+        gate = (c.get("rule") or {}).get("gate", "none")
+        if c.get("gate_ok") is False and c.get("word") != "not judged":
+            wrong.append(f"{nb}: {c['item']}: gate failed, published {c.get('word')}")
+        if gate != "none" and _real(c) and not c.get("regime"):
+            wrong.append(f"{nb}: {c['item']}: a gate without its measured regime")
+        if c.get("word") == "not judged" and not any(w in c["verdict"] for w in (
+                "points", "decides neither way", "within the noise", "holds 0", "no interval", "no fitted optimum",
+                "needed")):
+            wrong.append(f"{nb}: {c['item']}: not judged without saying which way: {c['verdict'][:80]}")
+    assert not wrong, wrong
+
+
+# ------------------------------------------------------------------------- the numbers the tables show, checked
+_NUMBER = re.compile(r"[-+−]?\d+\.\d+")
+
+
+def _values(c: dict) -> set[float]:
+    """Every number a claim publishes as its result: its estimate and ci (a log ratio also exponentiated), every
+    contrast's bounds, and the numbers written in its verdict."""
+    vals = []
+    for v in [c.get("estimate"), *(c.get("ci") or []),
+              *(b for pair in (c.get("contrasts") or {}).values() for b in (pair or []))]:
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            vals += [v, math.exp(v)] if c.get("scale") == "log" else [v]
+    vals += [float(x.replace("−", "-")) for x in _NUMBER.findall(str(c.get("verdict", "")))]
+    return {round(v, 2) for v in vals}
+
+
+def _shown(text: str) -> list[float]:
+    """The decimal numbers of a table cell (counts and labels without a decimal point are not results)."""
+    return [round(float(x.replace("−", "-")), 2) for x in _NUMBER.findall(text)]
+
+
+def number_disagreements(rows) -> list[str]:
+    """``rows``: (where, the text a reader sees for a claim group, its claims): every decimal number shown must be
+    one the claims publish (:func:`_values`)."""
+    bad = []
+    for where, text, claims in rows:
+        known = set().union(*(_values(c) for c in claims)) if claims else set()
+        bad += [f"{where}: {x:+.2f} in {text!r} is in none of its claims" for x in _shown(text) if x not in known
+                and -x not in known and not any(abs(x - k) <= 0.011 for k in known)]
+    return bad
+
+
+def test_a_claim_with_several_contrasts_shows_one_of_them_as_its_interval():
+    """``ci`` of a claim with contrasts is the deciding contrast's own interval, never bounds mixed from two."""
+    mixed = []
+    for nb, c in _published_claims():
+        cs = [tuple(v) for v in (c.get("contrasts") or {}).values() if v and None not in v]
+        ci = c.get("ci")
+        if cs and ci and None not in ci and not any(ci == pytest.approx(list(v), abs=1e-9) for v in cs):
+            mixed.append(f"{nb}: {c['item']}: ci {ci} is none of its contrasts")
+    assert not mixed, mixed
+
+
+def test_every_number_in_the_results_tables_is_one_its_claims_publish(monkeypatch):
+    """README.md's table and bottom line, the book's landing page (``publish.summary``, the same text) and
+    reports/README.md (its verdict and deciding-interval columns): each number shown for a claim appears in that
+    claim's verdict, contrasts, ci or estimate."""
+    from repro_lib.results import publish
+
+    monkeypatch.chdir(ROOT)
+    reports = "reports"
+    rows = []
+    for s in publish.sections(reports):
+        rows.append((f"README {s['section']}", publish._found(s["claims"]), s["claims"]))
+    every = [c for s in publish.sections(reports) for c in s["claims"]]
+    pooled = [c for c in every if str(c["item"]).startswith("Pooled")]
+    rows.append(("README bottom line", publish.bottom_line(reports).split(" Of ")[0], pooled))
+    for nb, path in ((p.parent.name, p) for p in sorted((ROOT / reports).glob("*/*/claims.json"))):
+        for c in json.loads(path.read_text()):
+            rows.append((f"reports/README.md {nb} {c['item']}", publish.deciding_text(c), [c]))
+    assert len(rows) > 20
+    bad = number_disagreements(rows)
+    assert not bad, "\n".join(bad)
+    readme = (ROOT / "README.md").read_text()
+    assert publish.summary(reports) in readme  # the README shows exactly what was checked
+
+
+def test_the_number_check_catches_a_composite_interval():
+    """The back-matching case: a claim whose ``ci`` mixed two contrasts' bounds shows a number none of them has."""
+    c = {"estimate": -3.2, "ci": [-8.14, 1.74], "contrasts": {"SGD": [-8.14, 1.74], "LARS": [-5.0, -0.63]},
+         "verdict": "not judged (…): SA-SGD − SGD -3.20 [-8.14, +1.74]"}
+    assert number_disagreements([("x", "-3.20 ± 3.75", [c])])
+    assert not number_disagreements([("x", "SA-SGD − SGD -3.20 [-8.14, +1.74]", [c])])

@@ -56,9 +56,13 @@ def yellow_text(r) -> str:
 
 
 # ------------------------------------------------------------------------------------------- the verdict words
-#: the three words every published verdict starts with: the claim *holds*, does *not* (the opposite, beyond the
-#: noise, in a settled regime), or the runs cannot decide (*undecided*, with the reason)
-VERDICTS = ("holds", "no", "undecided")
+#: the words every published verdict starts with: the claim *holds*, does *not* (the opposite, beyond the noise, in
+#: the regime the claim speaks of), the runs cannot tell (*undecided*: the interval within the noise, in that
+#: regime), or the regime the claim speaks of was not reached (*not judged*: the gate failed; the reason says which
+#: way the interval points). The glossary (``docs/glossary.md``) defines each once.
+VERDICTS = ("holds", "no", "undecided", "not judged")
+#: the word of a claim whose gate failed (``rules.NOT_JUDGED``)
+NOT_JUDGED = "not judged"
 #: seeds a claim measured on real images needs before it can be decided either way
 MIN_SEEDS = 3
 
@@ -73,7 +77,7 @@ def judge(holds: bool | None, beyond_noise: bool, seeds: int = MIN_SEEDS, real_d
     ``beyond_noise``: whether it does so by more than its noise (the seed spread, or the binomial noise of one
     evaluation); ``seeds``: the finished seeds it rests on; ``real_data``: measured on real images, where fewer than
     :data:`MIN_SEEDS` seeds leave it *undecided* either way (a deterministic identity or toy passes False);
-    ``settled``: whether the regime the claim speaks of was reached (False: *undecided* whichever way the
+    ``settled``: whether the regime the claim speaks of was reached (False: *not judged* whichever way the
     measurement points -- a gate applies to both outcomes; None: not measured); ``tolerant``: the claim already
     allows for a near miss ("best or second"), so pointing the claimed way is enough to hold, within the noise or
     not."""
@@ -81,14 +85,15 @@ def judge(holds: bool | None, beyond_noise: bool, seeds: int = MIN_SEEDS, real_d
         return "undecided", "no finished run"
     if real_data and seeds < MIN_SEEDS:
         return "undecided", f"{seeds} seed{'s' if seeds != 1 else ''} on real images, {MIN_SEEDS} needed"
-    if settled is False and (beyond_noise or (holds and tolerant)):  # the gate applies to both outcomes
-        return "undecided", f"{'the claimed way' if holds else 'against the claim'}, before the angular update settled"
+    if settled is False:  # the gate applies to every outcome: the regime the claim speaks of was not reached
+        lean = ("points the claimed way" if holds and (beyond_noise or tolerant) else
+                "points against the claim" if beyond_noise else
+                f"is within the noise, leaning {'the claimed way' if holds else 'against the claim'}")
+        return NOT_JUDGED, f"before the angular update settled; the measurement {lean}"
     if holds:
         return ("holds", "") if beyond_noise or tolerant else ("undecided", "the claimed way, within the noise")
     if not beyond_noise:
         return "undecided", "against the claim, within the noise"
-    if settled is False:
-        return "undecided", "against the claim, before the angular update settled"
     return "no", ""
 
 
@@ -100,7 +105,8 @@ def word_counts(words, mark: str = "", none: str = "no claim") -> str:
 
 
 def verdict_words(word: str, reason: str = "", detail: str = "") -> str:
-    """A verdict as published: "holds: +1.20 (noise 0.90)", "undecided (1 seed on real images, 3 needed): …"."""
+    """A verdict as published: "holds: +1.20 (noise 0.90)", "undecided (1 seed on real images, 3 needed): …",
+    "not judged (before the angular update settled; the interval points the claimed way): …"."""
     if word not in VERDICTS:
         raise ValueError(f"verdict: {word!r} is not one of {VERDICTS}")
     head = word + (f" ({reason})" if reason else "")
@@ -269,8 +275,8 @@ def judge_difference(d: Difference, relation: str, margin: float | None = None, 
     interval (:func:`difference`), by the rule of ``repro_lib.results.rules`` (``rule``, or the plain rule of
     ``relation`` with ``margin``): ">" / "<" the interval excludes 0 on the claimed side (*no*: on the other
     side); "≈" the 90 % interval inside [−m, m] (TOST; ``d`` must be computed at ``level=0.90``); "≳" the interval
-    above −m. ``settled`` False is the gate: *undecided* whichever way the interval points ("<lean>, but
-    <unsettled>"). Real images with fewer than :data:`MIN_SEEDS` seeds, or no interval: *undecided*."""
+    above −m. ``settled`` False is the gate: *not judged* whichever way the interval points ("<unsettled>; the
+    interval points …"). Real images with fewer than :data:`MIN_SEEDS` seeds, or no interval: *undecided*."""
     from . import rules
 
     if relation not in RELATIONS:
@@ -860,7 +866,7 @@ def _grid_verdict(row: dict, contrasts: dict, claim: str, real_data: bool,
         return "undecided", "one seed: no interval"
     word, reason = rules.decide(rules.rule(f"grid {claim}"), contrasts=cs, gate_ok=settled, real_data=real_data,
                                 gate_words="before the angular update settled")
-    if word == "undecided" and not reason.startswith(("the claimed", "against")):
+    if word in ("undecided", NOT_JUDGED) and "shown above" in reason:
         reason += f"; leaning {RANK_SHORT[row['rank']]}"
     return word, reason
 
@@ -1165,11 +1171,11 @@ def claim_rows(found: pd.DataFrame, paper: str, item: str, claim: str, data: str
         pe = r.get("paper_effect", math.nan)
         seeds = int(r["seeds"])
         per_seed_min = minutes / max(seeds, 1) if minutes else None
-        gated = r["verdict"] == "undecided" and str(r["reason"]).startswith(("the claimed way,", "against the claim,"))
+        gated = r["verdict"] == NOT_JUDGED
         fix = ("a longer first phase (more epochs before the first LR decay), so that the yellow cells' Δθ settles")
         to_decide = (decide_text(deciding, ">", minutes_per_seed=per_seed_min, blocks=max(1, int(r["cells"]) - 1),
                                  gate_fix=fix, gated=gated, paper_effect=pe if math.isfinite(pe) else None)
-                     if r["verdict"] == "undecided" and r["rank"] != "n/a" else
+                     if r["verdict"] in ("undecided", NOT_JUDGED) and r["rank"] != "n/a" else
                      f"the column's {int(r['missing'])} missing run{'s' if int(r['missing']) != 1 else ''}"
                      if r["verdict"] == "undecided" and r["missing"] else "")
         contrasts = r.get("contrasts") or {}
@@ -1208,9 +1214,9 @@ def _optimum_row(r, paper: str, item: str, data: str, minutes, seeds: int) -> di
     else:
         ours, detail = "", ""
     to_decide = ""
-    if word == "undecided":
+    if word in ("undecided", NOT_JUDGED):
         se = r.get("peak_se_log2", math.nan)
-        if str(reason).startswith(("the claimed way,", "against the claim,")):
+        if word == NOT_JUDGED:
             to_decide = ("the regime the claim speaks of: a longer first phase (more epochs before the first LR "
                          "decay), so that the yellow cells' Δθ settles")
         elif math.isfinite(ratio) and math.isfinite(se):

@@ -26,9 +26,8 @@ import os
 import re
 from pathlib import Path
 
-from . import screen
 from .executed import notebook_parameters, published_notebooks
-from .findings import VERDICTS, seed_range, word_counts
+from .findings import NOT_JUDGED, VERDICTS, seed_range, word_counts
 from .tables import markdown_lines
 
 #: the display id of the result shown under a notebook's claim (:func:`result_first`, filled by :func:`record_claims`)
@@ -42,14 +41,25 @@ SHORT_COLUMNS = ("paper", "what", "claim", "ours", "paper's", "verdict", "notebo
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
+#: where the glossary lives, relative to the repository root (terms defined once; the README and the book link it)
+GLOSSARY = "docs/glossary.md"
+#: the anchor of a notebook's audit (:func:`audit`, under a Markdown cell ``## Audit``)
+AUDIT_ANCHOR = "audit"
+#: the claims the last :func:`record_claims` call recorded in this kernel, for :func:`audit`
+_RECORDED: dict = {}
+
+
 def record_claims(out_dir: str | os.PathLike, rows: list[dict], caveat: str = "", rerun: str = "") -> Path:
     """Write the notebook's claims (``out_dir/claims.json``, atomically) and show them as the notebook's result under
     its claim (:func:`result_first`). Each row: ``paper``, ``item`` (e.g. "Table 1 (a), N = 1000"), ``claim`` (in
-    words), ``data`` (``findings.dataset_label``), ``seeds``, ``verdict`` (computed from the runs, e.g. "best
-    (margin +1.2, within the seed spread 1.5)"), optionally ``peak_tf`` (text), ``train_minutes``, ``ours`` and
-    ``paper_value`` (the measured value and the paper's, as text), ``note`` (a sentence the first screen shows under
-    the table, once however many rows carry it). ``caveat`` and ``rerun``: the first screen's conditions and re-run
-    lines, shown above the table (``results.screen.conditions`` / ``screen.rerun``)."""
+    words), ``data`` (``findings.dataset_label``), ``seeds``, ``verdict`` (computed from the runs, e.g. "holds:
+    +1.20 [+0.30, +2.10]"), optionally ``word`` (the verdict word; derived from ``verdict`` where absent),
+    ``peak_tf`` (text), ``train_minutes``, ``ours`` and ``paper_value`` (the measured value and the paper's, as
+    text), ``note`` (a sentence the first screen shows under the table, once however many rows carry it),
+    ``deciding`` (the name of the contrast ``estimate``/``ci`` are, for a claim with several contrasts) and
+    ``regime`` (the gate's measurement in words). A claim whose gate failed (``gate_ok`` False) reads *not judged*
+    (:func:`normalized`). ``caveat`` and ``rerun``: the first screen's conditions and re-run lines
+    (``results.screen.conditions`` / ``screen.rerun``). The notebook's last cell shows the :func:`audit`."""
     from ..store import _write_atomic
 
     required = ("paper", "item", "claim", "data", "seeds", "verdict")
@@ -57,14 +67,42 @@ def record_claims(out_dir: str | os.PathLike, rows: list[dict], caveat: str = ""
         missing = [k for k in required if k not in r]
         if missing:
             raise ValueError(f"claims: row {r} lacks {missing}")
+    rows = [normalized(r) for r in rows]
     path = Path(out_dir) / "claims.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomic(path, json.dumps(rows, indent=1, sort_keys=True, default=_jsonable) + "\n")
-    _show_result(rows, caveat, rerun)
+    glossary = _glossary_link(path.parent.parent)
+    _RECORDED.update(rows=rows, glossary=glossary)
+    _show_result(rows, caveat, rerun, glossary)
     return path
 
 
-def _show_result(rows: list[dict], caveat: str = "", rerun: str = "") -> None:
+def normalized(row: dict) -> dict:
+    """A claim as published: its ``word`` (from its verdict where the row lacks one), and *not judged* where its gate
+    failed (``gate_ok`` False) and the row still said *undecided* (the word and the verdict's first word both)."""
+    out = dict(row)
+    word = out.get("word") or verdict_word(out.get("verdict", ""))
+    if out.get("gate_ok") is False and word == "undecided" and not not_run(out):
+        word = NOT_JUDGED
+        v = str(out["verdict"])
+        if v.startswith("undecided ("):  # the regime first, then the reason it gave
+            v = f"{NOT_JUDGED} (the regime the claim speaks of was not reached; {v[len('undecided ('):]}"
+        out["verdict"] = NOT_JUDGED + v[len("undecided"):] if v.startswith("undecided") else v
+    if word:
+        out["word"] = word
+    return out
+
+
+def _glossary_link(notebook_dir: Path) -> str:
+    """The glossary's path relative to the folder of the executed notebook (the repository root is the working
+    folder: ``runs.notebook.work_in_project_root``)."""
+    try:
+        return Path(os.path.relpath(Path.cwd() / GLOSSARY, notebook_dir.resolve())).as_posix()
+    except ValueError:  # another drive
+        return GLOSSARY
+
+
+def _show_result(rows: list[dict], caveat: str = "", rerun: str = "", glossary: str = GLOSSARY) -> None:
     """Fill the notebook's result placeholder (:func:`result_first`) when running in a kernel; nothing elsewhere."""
     try:
         from IPython import get_ipython
@@ -72,7 +110,7 @@ def _show_result(rows: list[dict], caveat: str = "", rerun: str = "") -> None:
     except ImportError:  # pragma: no cover - IPython is a dependency
         return
     if get_ipython() is not None:
-        update_display(Markdown(result_markdown(rows, caveat, rerun)), display_id=RESULT_ID)
+        update_display(Markdown(result_markdown(rows, caveat, rerun, glossary)), display_id=RESULT_ID)
 
 
 def result_first() -> None:
@@ -84,56 +122,154 @@ def result_first() -> None:
     display(Markdown(RESULT_PENDING), display_id=RESULT_ID)
 
 
-def result_markdown(rows: list[dict], caveat: str = "", rerun: str = "") -> str:
-    """The result in a few lines: one table row per claim with a verdict (claim, ours, the paper's, verdict; the
-    ours/paper columns where the claims carry them), the data the runs used, the definitions of the terms the
-    table uses (``screen.glossary``), the ``caveat`` and ``rerun`` lines (all three above the table, so that a long
-    table leaves them on the first screen), the claims' distinct ``note`` sentences, and how many claims have no run
-    yet."""
+def audit() -> None:
+    """Show the audit of the claims :func:`record_claims` recorded in this kernel (:func:`audit_markdown`): the last
+    cell of a notebook, under a Markdown cell ``## Audit``."""
+    from IPython.display import Markdown, display
+
+    rows = _RECORDED.get("rows")
+    display(Markdown(audit_markdown(rows) if rows else "No claim was recorded (the notebook stopped before its "
+                                                        "claims)."))
+
+
+#: what each verdict word says, in the words of the first screen's count line
+WORD_MEANS = {"holds": "", "no": "", "undecided": "within the noise",
+              NOT_JUDGED: "the regime the claim speaks of was not reached", "not run": ""}
+
+
+def result_markdown(rows: list[dict], caveat: str = "", rerun: str = "", glossary: str = GLOSSARY) -> str:
+    """The story of a notebook's result, for its first screen: one line with the verdict words counted and links
+    to the glossary and the audit; one table row per claim with a run (claim, ours and the paper's where the claims
+    carry them, the verdict word, the deciding interval: :func:`deciding_text`); the claims' distinct ``note``
+    sentences; the ``caveat`` (conditions) and ``rerun`` lines; how many claims have no run yet. Rules, gates,
+    every contrast and what would decide a claim are in :func:`audit_markdown`, at the end of the notebook."""
+    rows = [normalized(r) for r in rows]
     ran = [r for r in rows if not not_run(r)]
     has = [k for k in ("ours", "paper_value") if any(r.get(k) for r in ran)]
-    head = ["claim", *({"ours": "ours", "paper_value": "paper"}[k] for k in has), "verdict"]
-    lines = markdown_lines(head, [[f"{r['item']}: {r['claim']}", *(r.get(k, "") for k in has), r["verdict"]]
+    same = [k for k in has if len(ran) > 1 and len({r.get(k, "") for r in ran}) == 1]  # said once, above
+    has = [k for k in has if k not in same]
+    texts = list(dict.fromkeys(r["claim"] for r in ran))
+    shared = len(texts) < len(ran)  # claims repeated over rows (a table's columns): each said once, above
+    mark = {t: "" if len(texts) == 1 else f" ({chr(ord('a') + i)})" for i, t in enumerate(texts)}
+    head = ["claim", *({"ours": "ours", "paper_value": "paper"}[k] for k in has), "verdict", "deciding interval"]
+    lines = markdown_lines(head, [[r["item"] + mark[r["claim"]] if shared else f"{r['item']}: {r['claim']}",
+                                   *(r.get(k, "") for k in has), r["word"], deciding_text(r) or "—"]
                                   for r in ran])
     data = sorted({r["data"] for r in rows if r.get("data")})
-    words = [verdict_word(r["verdict"]) for r in ran]
-    counted = word_counts(words, mark="*", none="")
-    said = (f" Of {len(ran)} claim{'s' if len(ran) != 1 else ''} checked: {counted}." if counted else "")
-    out = [f"**Result** ({'; '.join(data) or 'see below'}; computed from this notebook's runs).{said}", ""]
-    notes = list(dict.fromkeys(r["note"] for r in ran if r.get("note")))
-    terms = screen.glossary("\n".join([*lines, *notes, caveat])) if ran else ""
-    out += [x for line in (terms, caveat, rerun) if line for x in (line, "")]  # on the first screen, however long
+    counted = word_counts([r["word"] for r in ran], mark="*", none="")
+    said = f" Of {len(ran)} claim{'s' if len(ran) != 1 else ''} checked: {counted}." if counted else ""
+    links = f" [Terms]({glossary}) · [Audit](#{AUDIT_ANCHOR}): every rule, contrast and regime."
+    out = [f"**Result** ({'; '.join(data) or 'see below'}; computed from this notebook's runs).{said}{links}", ""]
+    ranked = [r for r in ran if r.get("rank") in ("best", "second", "no")]
+    if len(ranked) > 1:  # a grid's columns: the ranks by mean, then what the intervals show
+        k = {w: sum(r["rank"] == w for r in ranked) for w in ("best", "second")}
+        shown = sum(r["word"] == "holds" for r in ranked)
+        out += [f"By mean, the yellow cell is best in {k['best']} and second in {k['second']} of {len(ranked)} "
+                f"columns; its intervals show the claim in {shown} of them (the deciding interval of each below).",
+                ""]
+    if shared:
+        out += [("*Claim, in every row:* " if len(texts) == 1 else "*Claims:* ")
+                + "; ".join(f"{mark[t].strip()} {t}".strip() for t in texts) + ".", ""]
+    for k in same:
+        out += [f"*{'Ours' if k == 'ours' else 'The paper'}, in every row:* {ran[0][k]}.", ""]
     out += lines if ran else ["No claim has a run behind it yet."]
+    notes = list(dict.fromkeys(r["note"] for r in ran if r.get("note")))
     out += ["", *(f"- {n}" for n in notes)] if notes else []
-    out += decisions_markdown(ran)
     if len(ran) < len(rows):
         out += ["", f"{len(rows) - len(ran)} more claim(s) without any run yet (see the tables below)."]
+    out += [x for line in (caveat, rerun) if line for x in ("", line)]
     return "\n".join(out)
 
 
-def decisions_markdown(rows: list[dict]) -> list[str]:
-    """Under the result: what would decide each *undecided* claim (its ``to_decide``), and each claim whose rule was
-    set after its records existed (``rule.declared`` "after") with the verdict under the rule it replaced
-    (``previous_word``, where the claim carries it)."""
+def audit_markdown(rows: list[dict]) -> str:
+    """The audit of a notebook's claims: for each claim its verdict with the reason and numbers, its rule (test, α
+    per side, interval level, margin or threshold with its reason, gate, declared before or after the records, the
+    rule it replaced and the verdict that gave), the measured regime, every contrast, and what would decide it."""
     out = []
-    decide = [f"- *{r['item']}*: {r['to_decide']}" for r in rows if r.get("word") == "undecided" and r.get("to_decide")]
-    if decide:
-        out += ["", "**What would decide the undecided claims:**", *decide]
-    changed = [r for r in rows if (r.get("rule") or {}).get("declared") == "after" and r.get("previous_word")]
-    if changed:
-        moved = [r for r in changed if r["previous_word"] != r.get("word")]
-        out += ["", f"*Rules set after the records existed* (`repro_lib.results.rules`): {len(changed)} claim"
-                    f"{'s' if len(changed) != 1 else ''} here; "
-                + (f"under the rules they replaced, {len(moved)} read differently: "
-                   + "; ".join(f"{r['item']}: *{r['previous_word']}* then, *{r.get('word')}* now" for r in moved)
-                   if moved else "each reads the same under the rule it replaced") + "."]
-    return out
+    for r in (normalized(x) for x in rows):
+        out += [f"**{r['item']}** — {r['claim']}", "", f"- *Verdict:* {r['verdict']}"]
+        rule = r.get("rule") or {}
+        if rule:
+            m = rule.get("margin")
+            out.append(f"- *Rule:* {rule_words(r)}; α = {rule['alpha']:g} per side"
+                       + (f"; margin or threshold {m:g}" if m is not None else "")
+                       + (f". Why: {rule['reason']}" if rule.get("reason") else ""))
+            if rule.get("declared") == "after":
+                out.append("- *Set after the records existed*" + (f"; it replaced: {rule['previous']}"
+                                                                   if rule.get("previous") else "")
+                           + (f"; verdict under that rule: *{r['previous_word']}*" if r.get("previous_word") else ""))
+        if rule.get("gate") and rule["gate"] != "none" or r.get("regime"):
+            out.append(f"- *Gate:* {rule.get('gate', 'none')}; measured: {r.get('regime') or 'not recorded'}"
+                       + ("" if r.get("gate_ok") is None else f" ({'passed' if r['gate_ok'] else 'failed'})"))
+        cs = r.get("contrasts") or {}
+        if cs:
+            out.append("- *Contrasts* (each [lo, hi]): " + "; ".join(
+                f"{k}: {_interval(v)}" for k, v in cs.items()))
+        d = deciding_text(r)
+        if d:
+            out.append(f"- *Deciding interval:* {d}")
+        if r.get("to_decide"):
+            out.append(f"- *What would decide it:* {r['to_decide']}")
+        out.append("")
+    return "\n".join(out).rstrip("\n")
+
+
+def _finite(v) -> bool:
+    """``v`` is a finite number (a claims.json field may be absent, None or NaN)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _interval(v) -> str:
+    try:
+        lo, hi = v
+    except (TypeError, ValueError):
+        return str(v)
+    return f"[{_num(lo)}, {_num(hi)}]" if _finite(lo) and _finite(hi) else "no interval"
+
+
+def _num(v, spec: str = "+.2f") -> str:
+    return format(v, spec) if _finite(v) else "n/a"
+
+
+def deciding_label(c: dict) -> str:
+    """The name of the quantity a claim's ``estimate`` and ``ci`` are: its ``deciding`` field, "yellow − second
+    other" / "yellow − best other" for a grid claim, "a − b" for a claim "a > b", "" for a ratio."""
+    if c.get("deciding"):
+        return str(c["deciding"])
+    rel = (c.get("rule") or {}).get("relation", "")
+    if rel in ("best or second", "best") and c.get("rank"):
+        return "yellow − second other" if rel == "best or second" else "yellow − best other"
+    m = re.search(r"(?:^|: )([^:|]{1,30}?) (?:>|<|≈|≳) ([^:|]{1,30}?)$", str(c.get("claim", "")))
+    if m and rel in (">", "<", "≈", "≳") and c.get("scale") not in ("ratio", "log"):
+        return f"{m.group(1)} − {m.group(2)}"
+    return ""
+
+
+def deciding_text(c: dict, label: bool = True) -> str:
+    """The deciding interval of a claim: its estimate and [lo, hi] (a ratio as ×estimate [lo, hi], a log ratio
+    exponentiated), named by :func:`deciding_label`; "" without an estimate."""
+    if not_run(c):
+        return ""
+    est, ci = c.get("estimate"), c.get("ci") or []
+    if not _finite(est):
+        return ""
+    both = len(ci) == 2 and all(map(_finite, ci))
+    if c.get("scale") in ("ratio", "log"):
+        f = math.exp if c.get("scale") == "log" else (lambda v: v)
+        text = f"×{f(est):.2f}" + (f" [{f(ci[0]):.2f}, {f(ci[1]):.2f}]" if both else "")
+    else:
+        text = f"{est:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if both else "")
+    name = deciding_label(c) if label else ""
+    return f"{name} {text}" if name else text
 
 
 def verdict_word(verdict: str) -> str:
-    """The first word of a published verdict ("holds", "no", "undecided"; ``results.findings.VERDICTS``), or ""
-    for a verdict written before the three words (e.g. "n/a")."""
-    word = re.split(r"[\s:(,]", str(verdict).strip(), maxsplit=1)[0]
+    """The first word(s) of a published verdict ("holds", "no", "undecided", "not judged";
+    ``results.findings.VERDICTS``), or "" for a verdict written before the words (e.g. "n/a")."""
+    v = str(verdict).strip()
+    if v.startswith(NOT_JUDGED):
+        return NOT_JUDGED
+    word = re.split(r"[\s:(,]", v, maxsplit=1)[0]
     return word if word in VERDICTS else ""
 
 
@@ -175,7 +311,7 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
                              "train min": "" if minutes is None or not math.isfinite(minutes) else f"{minutes:.0f}",
                              "paper's value": c.get("paper_value", ""), "ours": c.get("ours", ""),
                              "rule": rule_words(c), "notebook": link})
-                if c.get("word") == "undecided" and c.get("to_decide"):
+                if c.get("word") in ("undecided", NOT_JUDGED) and c.get("to_decide"):
                     rows[-1]["verdict"] += f" — would be decided by: {c['to_decide']}"
     return rows
 
@@ -240,120 +376,177 @@ def full_table(reports: str | os.PathLike = "reports") -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-#: data labels of claims that are exact or deterministic (identities, toys): such a notebook is one row of the
-#: README's table, whatever its number of claims
-DETERMINISTIC = ("exact arithmetic", "synthetic toy")
+#: the sections of the README's table (and the book's landing page), in order: (paper, section, the claim in a
+#: few words, which claims: a notebook stem, or (stem, item prefix)); a published notebook no section names gets a
+#: row of its own after these
+SECTIONS = (
+    ("Yun et al. 2022", "Tables 1–11, Sec. 3.2, pooled", "the accuracy optimum lies within one grid step of the "
+     "tuning factor 10/128", [("yun2022_summary", "Pooled optimum")]),
+    ("Yun et al. 2022", "Tables 1–11, Sec. 3.2, pooled", "the yellow cell is within one point of the best other "
+     "cell", [("yun2022_summary", "Pooled,")]),
+    ("Yun et al. 2022", "Sec. 3, Figs 1–2", "the best value of each (N, B) combination has the tuning factor 10/128",
+     ["yun2022_section3"]),
+    ("Yun et al. 2022", "Sec. 5, Tables 1–11", "the yellow cell is best or second in every column; the optimum "
+     "within a grid step", ["yun2022_table1", "yun2022_table2", "yun2022_tables3_4", "yun2022_table5",
+                            "yun2022_table6", "yun2022_tables7_11", "yun2022_tables8_10", "yun2022_table9"]),
+    ("Yun et al. 2022", "Sec. 6, Fig. 8", "the λ predicted from a 1/16 subset is as good as every other λ",
+     ["yun2022_section6"]),
+    ("Yun et al. 2022", "Eq. 27 on a new network", "at 4× the batch, the rule's λ keeps Δθ and the accuracy",
+     ["tuning_rule"]),
+    ("Heo et al. 2021 (AdamP)", "Sec. 2, toys and lemmas", "the projection stops the norm growth momentum causes",
+     ["adamp_toys"]),
+    ("Heo et al. 2021 (AdamP)", "Sec. 3–4, CIFAR-10", "SGDP / AdamP slow the norm growth and beat SGD / AdamW",
+     ["adamp_cifar"]),
+    ("Heo et al. 2021 (AdamP)", "Appendix C, Table B.1", "|cos(grad, w)| < δ/√d detects scale-invariant weights",
+     ["adamp_delta"]),
+    ("Heo et al. 2021 (AdamP)", "Tables 1–2, ImageNet", "the projected optimizers beat their baselines",
+     ["adamp_imagenet"]),
+    ("Li & Arora 2020", "Sec. 2, Thms 2.9–2.12", "an exponential LR without weight decay is step decay + WD",
+     ["li_arora_equivalence"]),
+    ("Li & Arora 2020", "Sec. 3, Thm 3.1", "BN + WD does not stay ε-close where each alone converges",
+     ["li_arora_bn_wd_toy"]),
+    ("Li & Arora 2020", "Sec. 4, Figs 2–5", "TEXP ≈ step decay + WD; TEXP−− < TEXP; cosine schedules > step",
+     ["li_arora_preresnet32"]),
+    ("Zhang et al. (back-matching)", "supplement, Table 1", "scale-amended SGD beats SGD, LARS (and LSALR)",
+     ["backmatching_vgg"]),
+)
+#: the columns of the README's table (:func:`summary`): one row per paper section
+SHORT_COLUMNS = ("paper", "section", "claim", "ours", "verdict", "notebook")
 
 
-def claim_groups(reports: str | os.PathLike = "reports") -> list[dict]:
-    """The claims of every published notebook grouped for the README, one dict per group: the claims of one
-    notebook that share the part of their item before the first comma (a table's or figure's columns: "Table 1
-    (a)"), or every claim of a notebook of exact or toy claims (:data:`DETERMINISTIC`). Keys: ``profile``, ``data``,
-    ``notebook`` (link), ``claims`` (the claims.json rows)."""
-    root = Path(reports)
+def _published(reports) -> list[tuple[str, str, list[dict]]]:
+    """(profile, notebook path, claims) of every published notebook (``claims.json`` beside it), claims normalized."""
     out = []
-    for nb in published_notebooks(root):
-        claims_path = nb.parent / nb.stem / "claims.json"
-        claims = json.loads(claims_path.read_text()) if claims_path.exists() else []
-        link = f"[{nb.stem}]({nb.as_posix()})"
-        groups: dict[str, list[dict]] = {}
-        for c in claims:
-            key = ("" if str(c.get("data", "")).startswith(DETERMINISTIC)
-                   else re.split(r",|;", str(c["item"]), maxsplit=1)[0].strip())
-            groups.setdefault(key, []).append(c)
-        for key, group in groups.items():
-            out.append({"profile": nb.parent.name, "data": group[0]["data"], "notebook": link, "key": key,
-                        "claims": group})
+    for nb in published_notebooks(Path(reports)):
+        path = nb.parent / nb.stem / "claims.json"
+        claims = [normalized(c) for c in json.loads(path.read_text())] if path.exists() else []
+        out.append((nb.parent.name, nb.as_posix(), claims))
     return out
 
 
-def _short_ours(c: dict) -> str:
-    """Our value of one claim in a few characters: the yellow cell's rank for a grid claim, the tested difference ±
-    its resolution where the claim carries an interval (a ratio and its interval where the claim's ``scale`` is
-    "log": its estimate and ``ci`` are log ratios), else ""."""
-    if not_run(c):
-        return "—"
-    if c.get("rank") in ("best", "second", "no"):
-        return {"no": "3rd+"}.get(c["rank"], c["rank"])
-    est, res, ci = c.get("estimate"), c.get("resolution"), c.get("ci") or []
-    if not _finite(est):
-        return ""
-    if c.get("scale") == "ratio":
-        span = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if len(ci) == 2 and all(map(_finite, ci)) else ""
-        return f"×{est:.2f}{span}"
-    if c.get("scale") == "log":
-        span = f" [{math.exp(ci[0]):.2f}, {math.exp(ci[1]):.2f}]" if len(ci) == 2 and all(map(_finite, ci)) else ""
-        return f"×{math.exp(est):.2f}{span}"
-    return f"{est:+.2f}" + (f" ± {res:.2f}" if _finite(res) else "")
+def word_of(claim: dict) -> str:
+    """A claim's verdict word for counting: "not run" where no run is behind it (:func:`not_run`), else its word."""
+    return "not run" if not_run(claim) else (claim.get("word") or verdict_word(claim.get("verdict", "")) or "not run")
 
 
-def _finite(v) -> bool:
-    """``v`` is a finite number (a claims.json field may be absent, None or NaN)."""
-    return isinstance(v, (int, float)) and math.isfinite(v)
+def counts(claims: list[dict], sep: str = " · ") -> str:
+    """"holds 2 · not judged 1" in the order of the verdict words, "not run" last."""
+    words = [word_of(c) for c in claims]
+    return sep.join(f"{w} {words.count(w)}" for w in (*VERDICTS, "not run") if w in words)
 
 
-def _short_paper(c: dict) -> str:
-    """The paper's value of one claim in a few characters: its yellow cell's rank, its own difference, or "—"."""
-    m = re.search(r"\((best|second|below second|no)\)", str(c.get("paper_value", "")))
-    if c.get("rank") and m:
-        return {"no": "3rd+", "below second": "3rd+"}.get(m.group(1), m.group(1))
-    pe = c.get("paper_effect")
-    if _finite(pe):
-        return f"{pe:+.2f}"
-    return "—"
+def sections(reports: str | os.PathLike = "reports") -> list[dict]:
+    """The rows of the README's table: one dict per paper section (:data:`SECTIONS`) of the ``cpu`` and ``gpu``
+    profiles' notebooks, then one per section of another profile (the ``paper`` protocol), then a row per published
+    notebook no section names. Keys: ``paper``, ``section``, ``claim``, ``profile``, ``claims`` (claims.json rows),
+    ``notebooks`` ({stem: path of the executed notebook})."""
+    pubs = _published(reports)
+    rows, used = [], set()
+    profiles = sorted({p for p, _, _ in pubs}, key=lambda p: (p not in ("cpu", "gpu"), p))
+    for profile in profiles:
+        for paper, section, claim, which in SECTIONS:
+            got, nbs = [], {}
+            for w in which:
+                stem, prefix = (w, "") if isinstance(w, str) else w
+                for prof, path, claims in pubs:
+                    if prof == profile and Path(path).stem == stem:
+                        picked = [c for c in claims if str(c["item"]).startswith(prefix)]
+                        got += picked
+                        nbs[stem] = path
+                        used.add((prof, stem))
+            if nbs:
+                label = section if profile in ("cpu", "gpu") else f"{section} (`{profile}` profile)"
+                rows.append(dict(paper=paper, section=label, claim=claim, profile=profile, claims=got, notebooks=nbs))
+    for prof, path, claims in pubs:
+        if (prof, Path(path).stem) not in used:
+            rows.append(dict(paper=claims[0]["paper"] if claims else "", section=Path(path).stem,
+                             claim=claims[0]["claim"] if claims else "", profile=prof, claims=claims,
+                             notebooks={Path(path).stem: path}))
+    return rows
 
 
-def group_word(claims: list[dict]) -> str:
-    """The verdict of a claim group as words only: "holds", or "holds 2 / undecided 1" where they differ; "not run"
-    for claims no run has reached."""
-    words = ["not run" if not_run(c) else (c.get("word") or verdict_word(c["verdict"])) for c in claims]
-    order = [*VERDICTS, "not run"]
-    kinds = [w for w in order if w in words]
-    if len(kinds) == 1:
-        return kinds[0]
-    return " / ".join(f"{w} {words.count(w)}" for w in kinds)
+def _found(claims: list[dict]) -> str:
+    """What a section found, in a few characters: for the grids, in how many columns the yellow cell is best or
+    second by mean; else the deciding interval of one claim (a decided one first, then a not judged one), with a
+    count of the rest."""
+    ran = [c for c in claims if not not_run(c)]
+    ranked = [c for c in ran if c.get("rank") in ("best", "second", "no")]
+    if len(ranked) > 2:
+        top = sum(c["rank"] in ("best", "second") for c in ranked)
+        return f"yellow best or 2nd by mean in {top} of {len(ranked)} columns"
+    shown = [c for c in ran if deciding_text(c)]
+    shown.sort(key=lambda c: (word_of(c) not in ("holds", "no"), word_of(c) != NOT_JUDGED))
+    texts = [deciding_text(c) for c in shown[:1]]
+    more = len(shown) - len(texts)
+    return "; ".join(texts) + (f" (+{more} more)" if more > 0 else "") if texts else "—"
 
 
-#: the longest claim text a row of the README's table quotes in full (a longer group names its first claim)
-CLAIM_CHARS = 140
-#: the heading of the README's table of exact and toy claims
-DETERMINISTIC_TABLE = "exact identities and synthetic toys (deterministic)"
+def _links(notebooks: dict, link) -> str:
+    """The notebooks of a section as links: the notebook's name for one, short names for several."""
+    if len(notebooks) == 1:
+        (stem, path), = notebooks.items()
+        return f"[{stem}]({link(path)})"
+    short = {stem: re.sub(r"^yun2022_tables?", "", stem).replace("_", ", ") for stem in notebooks}
+    return "Tables " + " · ".join(f"[{short[s]}]({link(p)})" for s, p in notebooks.items())
 
 
-def _joined(values) -> str:
-    """Non-empty short values joined by " · " ("—" when there is none)."""
-    vals = [v for v in values if v and v != "—"]
-    return " · ".join(vals) if vals else "—"
-
-
-def _what(key: str, claims: list[dict]) -> str:
-    if key:
-        return key + (f" ({len(claims)} columns)" if len(claims) > 1 and claims[0].get("rank") else "")
-    return f"{len(claims)} claims" if len(claims) > 1 else claims[0]["item"]
-
-
-def summary(reports: str | os.PathLike = "reports") -> str:
-    """The README's results: one table per (profile, data set), one row per claim group (:func:`claim_groups`),
-    the columns :data:`SHORT_COLUMNS` -- ours and the paper's as short numbers (a grid's yellow-cell ranks; a
-    difference ± its resolution), the verdict as words only; the reasons are in the notebooks and in
-    ``reports/README.md`` (:func:`full_table`)."""
-    groups = claim_groups(reports)
-    tables: dict[tuple, list[list[str]]] = {}
-    for g in groups:
-        cl = g["claims"]
-        texts = list(dict.fromkeys(c["claim"] for c in cl))
-        claim = "; ".join(texts) if len("; ".join(texts)) <= CLAIM_CHARS else (
-            f"{texts[0]} (+{len(texts) - 1} more)")
-        row = [cl[0]["paper"], _what(g["key"], cl), claim, _joined(_short_ours(c) for c in cl),
-               _joined(_short_paper(c) for c in cl), group_word(cl), g["notebook"]]
-        kind = DETERMINISTIC_TABLE if not g["key"] else g["data"]
-        tables.setdefault((g["profile"], kind), []).append(row)
+def bottom_line(reports: str | os.PathLike = "reports", link=lambda path: path) -> str:
+    """The README's bottom line, computed from the claims: the pooled optimum of Yun et al. with its interval and
+    where it lies against 10/128, how many claims hold / no / undecided / not judged / not run, and the pooled gap of
+    the yellow cell to the best other cell. ``link`` maps a path relative to the repository root to the link the
+    page needs (the book's pages live elsewhere)."""
+    pubs = _published(reports)
+    every = [c for _, _, claims in pubs for c in claims]
+    if not every:
+        return "(nothing published yet)"
+    summary = next(((prof, path, claims) for prof, path, claims in pubs if Path(path).stem == "yun2022_summary"),
+                   None)
     out = []
-    for (profile, data), rows in tables.items():
-        out += [f"**`{profile}` profile · {data}**", "", *markdown_lines(SHORT_COLUMNS, rows), ""]
-    if not groups:
-        out.append("(nothing published yet)")
-    return "\n".join(out).rstrip("\n")
+    if summary:
+        prof, path, claims = summary
+        opt = next((c for c in claims if str(c["item"]).startswith("Pooled optimum")), None)
+        gap = next((c for c in claims if str(c["item"]).startswith("Pooled,")), None)
+        data = claims[0]["data"] if claims else ""
+        head = f"**What we found** (`{prof}` profile: {data}; reduced sizes)."
+        if opt and _finite(opt.get("estimate")) and len(opt.get("ci") or []) == 2 and all(map(_finite, opt["ci"])):
+            k = re.search(r"(\d+) settled", str(opt["item"]))
+            lo, hi = opt["ci"]
+            where = ("below it" if hi < 1 else "above it" if lo > 1 else "not distinguishable from it")
+            band = opt["word"] == "holds"
+            head += (f" Pooled over the {k.group(1) + ' ' if k else ''}grid columns where the angular update "
+                     f"settled, the accuracy optimum lies at ×{opt['estimate']:.2f} [{lo:.2f}, {hi:.2f}] of Yun et "
+                     f"al.'s tuning factor 10/128 ({100 * opt.get('level', 0.9):.0f} % interval): "
+                     + ("within one grid step (×½–×2), and " if band else f"*{opt['word']}* within one grid step; ")
+                     + f"{where}.")
+        if gap and _finite(gap.get("estimate")):
+            lo, hi = gap["ci"]
+            head += (f" The yellow cell against the best other cell, pooled: {gap['estimate']:+.2f} [{lo:+.2f}, "
+                     f"{hi:+.2f}] points — *{gap['word']}* whether it is within one point.")
+        head += f" [The pooled answer]({link(path)})."
+        out.append(head)
+    words = [word_of(c) for c in every]
+    n = {w: words.count(w) for w in (*VERDICTS, "not run")}
+    out.append(f"Of {len(every)} published claims: *holds* {n['holds']}, *no* {n['no']}, *undecided* "
+               f"{n['undecided']} (the interval within the noise), *not judged* {n[NOT_JUDGED]} (the regime the "
+               f"claim speaks of was not reached), *not run* {n['not run']}; the papers' margins of tenths of a "
+               f"point need the `gpu` profile. Every claim with its numbers and rule: "
+               f"[`reports/README.md`]({link('reports/README.md')}); the words: [glossary]({link(GLOSSARY)}).")
+    return " ".join(out)
+
+
+def section_table(reports: str | os.PathLike = "reports", link=lambda path: path) -> str:
+    """The README's compact table: one row per paper section (:func:`sections`), pooled rows first; the claim in a
+    few words, what we found (:func:`_found`: deciding intervals as [lo, hi]), the verdict words counted, the
+    notebook(s)."""
+    rows = [[r["paper"], r["section"], r["claim"], _found(r["claims"]), counts(r["claims"]) or "no claim",
+             _links(r["notebooks"], link)] for r in sections(reports)]
+    return "\n".join(markdown_lines(SHORT_COLUMNS, rows)) if rows else "(nothing published yet)"
+
+
+def summary(reports: str | os.PathLike = "reports", link=lambda path: path) -> str:
+    """The results as a reader meets them first (the README's generated block, and the book's landing page): the
+    :func:`bottom_line` and the :func:`section_table`. ``link`` maps a repository path to the page's link."""
+    return f"{bottom_line(reports, link)}\n\n{section_table(reports, link)}"
 
 
 def readme_block(reports: str | os.PathLike = "reports") -> str:

@@ -24,8 +24,9 @@ The kinds of claim (``relation``):
 * ``"≤"``: a ratio lies at or below a threshold m: the 90 % interval below m holds, wholly above m is *no*.
 
 **A gate applies to both outcomes.** Where the regime the claim speaks of was not reached (``gate_ok`` False), the
-verdict is *undecided* whichever way the interval points. ``gate_ok`` None (not measured) judges the interval and
-says so. A claim on real images with fewer than ``MIN_SEEDS`` seeds is *undecided* too.
+verdict is *not judged* whichever way the interval points (its reason says which way it points). ``gate_ok`` None
+(not measured) judges the interval and says so. *undecided* is kept for an interval within the noise in the regime
+the claim speaks of; a claim on real images with fewer than ``MIN_SEEDS`` seeds is *undecided* too.
 
 ``declared`` says whether the rule (its margin, threshold or test) was fixed before its records existed
 ("before") or after ("after"); a rule set after the data is shown with the verdict it gives under the rule it
@@ -94,12 +95,39 @@ class Rule:
 
 def decide(rule: Rule, ci=None, contrasts=None, gate_ok: bool | None = True, seeds: int | None = None,
            real_data: bool = True, gate_words: str = "") -> tuple[str, str]:
-    """The verdict word ("holds", "no", "undecided") and its reason from ``rule`` and the published interval(s):
-    ``ci`` [lo, hi] of the compared quantity (in the rule's units: a difference for ">", "<", "≈", "≳"; a ratio for
-    "band" and "≤"), or ``contrasts`` (grid kinds: the [lo, hi] of yellow − each other cell). ``gate_ok`` False
-    makes any outcome *undecided* (``gate_words`` says which regime was not reached)."""
+    """The verdict word ("holds", "no", "undecided", "not judged") and its reason from ``rule`` and the published
+    interval(s): ``ci`` [lo, hi] of the compared quantity (in the rule's units: a difference for ">", "<", "≈", "≳";
+    a ratio for "band" and "≤"), or ``contrasts`` (grid kinds: the [lo, hi] of yellow − each other cell).
+    ``gate_ok`` False makes any outcome *not judged* (``gate_words`` says which regime was not reached; the reason
+    says which way the interval points, or that there is none)."""
+    word, reason = _decide(rule, ci, contrasts, seeds, real_data)
+    if gate_ok is False:
+        return NOT_JUDGED, gate_reason(word, gate_words, reason)
+    return word, reason
+
+
+#: the word of a claim whose gate failed: the regime the claim speaks of was not reached
+NOT_JUDGED = "not judged"
+
+
+def gate_reason(word: str, gate_words: str = "", why: str = "") -> str:
+    """The reason of a *not judged* verdict: the regime not reached, then which way the interval points (``word``:
+    what the rule would have said in the regime; ``why``: its reason for an *undecided*)."""
+    lean = ("the interval points the claimed way" if word == "holds" else
+            "the interval points against the claim" if word == "no" else
+            why if why == "the interval holds 0" or why == "no interval" or why.endswith(" needed") else
+            "the interval decides neither way" + (f" ({why})" if why else ""))
+    return f"{gate_words or 'before the regime the claim speaks of was reached'}; {lean}"
+
+
+def _few_seeds(seeds) -> str:
+    return f"{seeds} seed{'s' if seeds != 1 else ''} on real images, {MIN_SEEDS} needed"
+
+
+def _decide(rule: Rule, ci, contrasts, seeds, real_data) -> tuple[str, str]:
+    """:func:`decide` without the gate."""
     if real_data and seeds is not None and seeds < MIN_SEEDS:
-        return "undecided", f"{seeds} seed{'s' if seeds != 1 else ''} on real images, {MIN_SEEDS} needed"
+        return "undecided", _few_seeds(seeds)
     rel, m = rule.relation, rule.margin
     if rel in ("best or second", "best"):
         cs = [c for c in (contrasts or []) if c is not None and _finite(c)]
@@ -115,7 +143,7 @@ def decide(rule: Rule, ci=None, contrasts=None, gate_ok: bool | None = True, see
         else:
             return "undecided", (f"shown above {above} of the {len(cs)} other cells ({need} needed)"
                                  + (f", below {below}" if below else ""))
-        return _gated(word, gate_ok, gate_words)
+        return word, ""
     if ci is None or not _finite(ci):
         return "undecided", "no interval"
     lo, hi = ci
@@ -123,33 +151,33 @@ def decide(rule: Rule, ci=None, contrasts=None, gate_ok: bool | None = True, see
         s = 1 if rel == ">" else -1
         lo, hi = sorted((s * lo, s * hi))
         if lo > 0:
-            return _gated("holds", gate_ok, gate_words)
+            return "holds", ""
         if hi < 0:
-            return _gated("no", gate_ok, gate_words)
+            return "no", ""
         return "undecided", "the interval holds 0"
     if rel == "≈":
         if -m <= lo and hi <= m:
-            return _gated("holds", gate_ok, gate_words)
+            return "holds", ""
         if lo > m or hi < -m:
-            return _gated("no", gate_ok, gate_words)
+            return "no", ""
         return "undecided", f"the {100 * rule.level:.0f} % interval reaches past the margin ±{m:g}"
     if rel == "≳":
         if lo > -m:
-            return _gated("holds", gate_ok, gate_words)
+            return "holds", ""
         if hi < -m:
-            return _gated("no", gate_ok, gate_words)
+            return "no", ""
         return "undecided", f"the interval reaches below the margin −{m:g}"
     if rel == "band":
         if 1 / m <= lo and hi <= m:
-            return _gated("holds", gate_ok, gate_words)
+            return "holds", ""
         if hi < 1 / m or lo > m:
-            return _gated("no", gate_ok, gate_words)
+            return "no", ""
         return "undecided", f"the interval reaches past the band ×{1 / m:g}–×{m:g}"
     # "≤"
     if hi <= m:
-        return _gated("holds", gate_ok, gate_words)
+        return "holds", ""
     if lo > m:
-        return _gated("no", gate_ok, gate_words)
+        return "no", ""
     return "undecided", f"the interval holds the threshold {m:g}"
 
 
@@ -159,13 +187,6 @@ def _finite(ci) -> bool:
         return lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi)
     except (TypeError, ValueError):
         return False
-
-
-def _gated(word: str, gate_ok: bool | None, gate_words: str) -> tuple[str, str]:
-    if gate_ok is False:
-        lean = "the claimed way" if word == "holds" else "against the claim"
-        return "undecided", f"{lean}, {gate_words or 'before the regime the claim speaks of was reached'}"
-    return word, ""
 
 
 # ------------------------------------------------------------------------------------------------ the rule table

@@ -2,14 +2,16 @@
 conditions the runs reached their verdicts, and how to run them again. No training here.
 
 * :data:`GLOSSARY` and :func:`glossary`: the terms a result table may use ("yellow", "tuning factor", "Δθ", "±",
-  "[a, b]", the optimizers' short names, …), each with a pattern that finds it and a one-line definition;
-  :func:`glossary` writes the definitions of the terms a text uses, for the line above the table.
+  "[a, b]", the optimizers' short names, …), each with a pattern that finds it and a one-line definition; every one
+  is defined once in ``docs/glossary.md``, which the first screen links (``tests/test_rendered.py`` checks it);
+  :func:`glossary` writes the definitions of the terms a text uses, where a text needs them inline.
 * :func:`conditions`: the caveat line, generated from the runs' configs -- N, width, epochs, test images, our
   accuracy beside the paper's, and whether the runs reached the regime the claim speaks of.
 * :func:`rerun`: the re-run line -- the exact command, and the training minutes its records measured (the sum of
   their ``train_seconds``, on the device and threads the records name), an estimate only where nothing has run.
 
-``results.publish.result_markdown`` puts the three on the first screen, under the claim.
+``results.publish.result_markdown`` puts the conditions and re-run lines on the first screen, under the claim's
+table.
 """
 from __future__ import annotations
 
@@ -36,8 +38,9 @@ GLOSSARY: dict[str, tuple[str, str]] = {
     "resolution": (r"\bresolution\b|\bresolve",
                    "the interval's half-width: the smallest difference these seeds can tell from zero"),
     "margin": (r"\bmargin\b", "the largest difference read as \"the same\" in a ≈ claim"),
-    "holds / no / undecided": (r"\bholds\b|\bundecided\b",
-                               "the interval on the claimed side / the other side / neither (reason in brackets)"),
+    "holds / no / undecided / not judged": (r"\bholds\b|\bundecided\b|\bnot judged\b",
+                                            "the interval on the claimed side / the other side / within the noise "
+                                            "/ the regime the claim speaks of not reached (docs/glossary.md)"),
     "SGDP, AdamP": (r"\bSGDP\b|\bAdamP\b",
                     "SGD / AdamW with the radial part of each step projected out (Heo et al.)"),
     "WD": (r"\bWD\b", "weight decay"),

@@ -226,8 +226,13 @@ def readable(frame: pd.DataFrame, caption: str = "", digits: int = 4, csv: str |
     columns holding whole numbers (counts, epochs, N) as integers, other floats to ``digits`` significant digits
     and never with an exponent (:func:`number`), NaN blank. With ``csv``, the whole table is written there and a
     table longer than ``rows`` shows its first ``rows`` rows, its caption linking the file (``link``: the path a
-    reader of the notebook follows, default the file's name). Returns a Styler (``caption`` above it)."""
-    out = frame.reset_index(drop=True).copy()
+    reader of the notebook follows, default the file's name; a longer table to show whole: ``rows=len(frame)`` and
+    :func:`scrolling`). True/False cells read "yes"/"no" (:func:`bools`), a tuning factor 10/128 (:func:`tf_text`).
+    Returns a Styler (``caption`` above it)."""
+    out = bools(frame.reset_index(drop=True))
+    for c in out.columns:
+        if c in TF_COLUMNS and pd.api.types.is_float_dtype(out[c]):
+            out[c] = out[c].map(tf_text)
     if csv is not None:
         Path(csv).parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(csv, index=False)
@@ -249,6 +254,45 @@ def readable(frame: pd.DataFrame, caption: str = "", digits: int = 4, csv: str |
     out = out.rename(columns=renamed)
     sty = out.style.format({renamed[c]: f for c, f in fmt.items()}, na_rep="").hide(axis="index")
     return sty.set_caption(caption) if caption else sty
+
+
+#: the class of the box :func:`scrolling` puts a long table in (``tests/test_rendered.py`` allows any number of rows
+#: inside it)
+SCROLL_CLASS = "repro-scroll"
+
+
+def scrolling(table, max_height: str = "26em"):
+    """A long table shown whole, in a box that scrolls (every row is on the page; the box keeps the page short):
+    ``table`` a Styler (or HTML text). Returns an ``IPython.display.HTML``."""
+    from IPython.display import HTML
+
+    html = table.to_html() if hasattr(table, "to_html") else str(table)
+    return HTML(f'<div class="{SCROLL_CLASS}" style="max-height: {max_height}; overflow: auto">{html}</div>')
+
+
+#: columns that hold a tuning factor (written as a fraction of 128 where it is one: :func:`tf_text`)
+TF_COLUMNS = ("tuning_factor", "TF")
+
+
+def tf_text(v) -> str:
+    """A tuning factor as the paper writes it: "10/128" where it is a whole number of 128ths, else 3 significant
+    digits ("" for NaN)."""
+    if v is None or not math.isfinite(v):
+        return ""
+    k = v * 128
+    return f"{round(k):d}/128" if abs(k - round(k)) < 1e-6 and round(k) > 0 else number(v, 3)
+
+
+def bools(frame: pd.DataFrame, yes: str = "yes", no: str = "no") -> pd.DataFrame:
+    """``frame`` with its True/False cells written as words (a reader's "yes"/"no", not Python's)."""
+    out = frame.copy()
+    for c in out.columns:
+        col = out[c]
+        if pd.api.types.is_bool_dtype(col) or (col.dtype == object and len(col.dropna())
+                                               and col.dropna().map(lambda v: isinstance(v, (bool, np.bool_))).all()):
+            out[c] = col.map(lambda v: yes if v is True or v is np.True_ else no if v is False or v is np.False_
+                             else v)
+    return out
 
 
 def verdict(grid: pd.DataFrame, yellow: pd.DataFrame, missing: dict | None = None) -> pd.Series:

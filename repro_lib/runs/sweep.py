@@ -181,7 +181,7 @@ def status_line(results: pd.DataFrame, label: str = "", read: int | None = None,
     """One line on a sweep's runs (``run_sweep`` output): how many there are, how many the store holds when some
     are missing ("17 of 315 runs in the store, 298 missing"), how many diverged (the first ``named`` by
     :func:`run_names`), how many were read from the store (``read``, when known) and the training time they
-    took. ``label`` opens the line."""
+    took (a run two rows share counted once, as ``results.screen.rerun`` counts it). ``label`` opens the line."""
     status = results["status"] if len(results) else pd.Series([], dtype=object)
     total, missing = len(results), int((status == MISSING).sum())
     diverged = results[status == "diverged"]
@@ -195,7 +195,8 @@ def status_line(results: pd.DataFrame, label: str = "", read: int | None = None,
         parts.append(f"{len(diverged)} diverged ({'; '.join(which)}{more})")
     if read is not None and total - missing:
         parts.append(f"{read} read from the store" if read else "all trained now")
-    seconds = pd.to_numeric(results.get("seconds", pd.Series(dtype=float)), errors="coerce").sum()
+    once = results.drop_duplicates("hash") if "hash" in results else results  # a run two rows share counts once
+    seconds = pd.to_numeric(once.get("seconds", pd.Series(dtype=float)), errors="coerce").sum()
     if total - missing:
         parts.append(f"training time {seconds / 60:.0f} min" if seconds >= 60 else f"training time {seconds:.0f} s")
     return (f"{label}: " if label else "") + "; ".join(parts)

@@ -586,9 +586,10 @@ def cifar_contrasts(runs: pd.DataFrame, real_data: bool = True) -> pd.DataFrame:
             if missing and (word != "holds" or not math.isfinite(d.diff)):
                 reason = f"{missing} run{'s' if missing != 1 else ''} missing"
             if gate_ok is False and not (real_data and d.n < findings.MIN_SEEDS):
-                word, reason = "undecided", f"{NET_NAMES[b]}'s norm did not grow: no growth for the projection to slow"
+                word, reason = findings.NOT_JUDGED, (f"{NET_NAMES[b]}'s norm did not grow: no growth for the "
+                                                     f"projection to slow; {reason.split('; ', 1)[-1]}")
             to_decide = ""
-            if word == "undecided" and real_data:
+            if word in ("undecided", findings.NOT_JUDGED) and real_data:
                 done = mine[mine.optimizer.isin([a, b]) & (mine.status == "finished")]
                 per = (float(done["seconds"].sum()) / 60 / max(d.n, 1)) if "seconds" in done and len(done) else None
                 to_decide = findings.decide_text(
@@ -745,6 +746,9 @@ def cifar_claims(found: pd.DataFrame, res: pd.DataFrame, data: str, runs: pd.Dat
         mine = res[res.optimizer.isin([r.a, r.b]) & (res.setting == CLAIM_SETTING[r["name"]])]
         c = claim(item[r["name"]], f"{r['name']}: {a} {r.relation} {b}", r.word, r.reason, detail, ours, paper, data,
                   seeds=int(r.seeds), train_minutes=findings.train_minutes(mine))
+        if r["name"] == "norm growth" and math.isfinite(r["value_b"]):  # the gate's measurement: did b's norm grow
+            c["regime"] = (f"{b}'s norm {'grew' if r['value_b'] > 0 else 'did not grow'} "
+                           f"({findings.num(r.value_b, '+.3f')}: the gate asks for a growth)")
         out.append({**c, **r.interval})
     return out
 
@@ -930,11 +934,11 @@ def delta_claims(ours: pd.DataFrame, ref: pd.DataFrame, data: str, real_data: bo
                                     f"recorded steps")
     else:
         word, reason = findings.judge(holds, True, seeds, real_data, settled=settled)
-        if settled is False and word == "undecided" and reason.startswith(("against the claim", "the claimed way")):
-            reason = (f"{'against the claim' if not holds else 'the claimed way'}, while the scale-variant score "
-                      f"still moved {100 * drift:.0f} % over the recorded steps")
+        if word == findings.NOT_JUDGED:
+            reason = (f"while the scale-variant score still moved {100 * drift:.0f} % over the recorded steps; "
+                      f"{reason.split('; ', 1)[-1]}")
     to_decide = ""
-    if word == "undecided" and real_data:
+    if word in ("undecided", findings.NOT_JUDGED) and real_data:
         n_all = math.ceil(math.log(0.025) / math.log(1 - rule.margin / 100))  # all hits: lower end −margin
         to_decide = ("the regime the claim speaks of: a longer run in which the scale-variant score settles; then "
                      if settled is False else "") + (
@@ -947,6 +951,10 @@ def delta_claims(ours: pd.DataFrame, ref: pd.DataFrame, data: str, real_data: bo
     return [claim("Appendix C, Table B.1", f"|cos(grad, w)| < δ/√d detects both kinds of weight at 100 % wherever "
                   f"Table B.1 does (δ ∈ {{{deltas}}})", word, reason, detail, f"both 100 % {sep}",
                   f"both 100 % {sep_paper}", data, seeds=seeds,
+                  regime=("not measured" if settled is None else
+                          f"{'settled' if settled else 'not settled'} (the scale-variant score moved "
+                          f"{100 * drift:.0f} % over the recorded steps; the gate asks ≤ "
+                          f"{100 * findings.REGIME_DRIFT:.0f} %)"),
                   **findings.interval_fields(interval, paper_effect=0.0, rule=rule, gate_ok=settled,
                                              to_decide=to_decide))]
 

@@ -87,9 +87,10 @@ def column_claims(results: pd.DataFrame, item: str = "Table 1") -> list[dict]:
     initialisation and data order for every method) with the 95 % t interval of each difference
     (``findings.difference``), by the rule ``results.rules.RULES["backmatching >"]``. An intersection: it *holds*
     when every interval lies above 0, is *no* when one lies below 0; its gate, the runs trained to the end the claim
-    speaks of (:func:`regime_of`), applies to both outcomes (else *undecided*, "before training converged").
-    ``contrasts``: every interval; ``ci``: the smallest bounds over the rivals (lower and upper), so that the rule
-    read on ``ci`` gives the intersection's verdict; ``estimate`` the smallest difference; ``paper_effect`` the
+    speaks of (:func:`regime_of`), applies to both outcomes (else *not judged*, "before training converged").
+    ``contrasts``: every interval; ``ci``, ``estimate``: the deciding contrast's own (``deciding`` names it: the
+    one with the lowest upper bound where one lies below 0, else the one with the lowest lower bound), so that the
+    rule read on ``ci`` gives the intersection's verdict; ``paper_effect`` the
     paper's smallest margin over the rivals; ``to_decide`` (an *undecided* claim): the regime, and the seeds that
     would decide it at the observed spread, or resolve the paper's own margin (``findings.decide_text``).
     Fewer than ``findings.MIN_SEEDS`` seeds on real images leave it *undecided*."""
@@ -121,31 +122,32 @@ def column_claims(results: pd.DataFrame, item: str = "Table 1") -> list[dict]:
                 word, reason = "holds", ""
             elif "no" in words:
                 word, reason = "no", ""
-            else:  # a gated result names its lean; one within the noise says so
-                lean = {m: r for m, (w, r) in judged.items()
-                        if r.startswith(("the claimed way,", "against the claim,"))}
-                against = [m for m, r in lean.items() if r.startswith("against")]
-                word, reason = "undecided", (
-                    f"against the claim for {', '.join(SHORT[m] for m in against)}, before training converged"
-                    if against else "the claimed way, before training converged"
-                    if len(lean) == len(judged) else next(r for w, r in judged.values() if w == "undecided"
-                                                          and not r.startswith("the claimed way,")))
+            elif any(w == findings.NOT_JUDGED for w in words):  # the gate: name which way the intervals point
+                against = [m for m, dm in diffs.items() if dm.hi < 0]
+                claimed = [m for m, dm in diffs.items() if dm.lo > 0]
+                word, reason = findings.NOT_JUDGED, "before training converged; " + (
+                    f"the interval against {', '.join(SHORT[m] for m in against)} points against the claim"
+                    if against else "every interval points the claimed way" if len(claimed) == len(diffs) else
+                    "the interval against " + ", ".join(SHORT[m] for m in diffs if m not in claimed)
+                    + " is within the noise")
+            else:
+                word, reason = "undecided", next(r for w, r in judged.values() if w == "undecided")
             detail = ("SA-SGD − " + ", ".join(f"{SHORT[m]} {dm.text()}" for m, dm in diffs.items())
                       + f" (paired by seed, {seeds} seeds, 95 %; final train acc. ≥ {reg['train_acc']:.0f} %, "
                         f"gate ≥ {FIT_TRAIN_ACC:g} %)")
         fin = [dm for dm in diffs.values() if math.isfinite(dm.lo)]
         if fin and len(fin) == len(diffs):
-            weakest = min(diffs, key=lambda m: diffs[m].lo)
-            d_main = findings.Difference(min(dm.diff for dm in fin), min(dm.lo for dm in fin),
-                                         min(dm.hi for dm in fin), min(dm.n for dm in fin), True,
-                                         "paired t per rival (smallest bounds)", findings.LEVEL,
-                                         diffs[weakest].df, diffs[weakest].sd)
+            # the deciding contrast, with its own interval: one shown below 0 decides *no* (the lowest upper bound),
+            # else the lowest lower bound decides whether every contrast lies above 0
+            below = [m for m in diffs if diffs[m].hi < 0]
+            weakest = (min(below, key=lambda m: diffs[m].hi) if below else min(diffs, key=lambda m: diffs[m].lo))
+            d_main = diffs[weakest]
         else:
             weakest, d_main = None, findings.NO_DIFFERENCE
         effect = (float(min(table_paper[OURS] - table_paper[m] for m in rivals)) if rivals and OURS in table_paper
                   else None)
         to_decide = ""
-        if word == "undecided" and weakest is not None:
+        if word in ("undecided", findings.NOT_JUDGED) and weakest is not None:
             per = findings.train_minutes(g) / max(seeds, 1)
             seeds_text = findings.decide_text(diffs[weakest], ">", minutes_per_seed=per, paper_effect=effect)
             to_decide = (findings.decide_text(d_main, ">", gated=True, gate_fix=GATE_FIX) + "; and " + seeds_text
@@ -162,6 +164,10 @@ def column_claims(results: pd.DataFrame, item: str = "Table 1") -> list[dict]:
                          train_minutes=findings.train_minutes(g), word=word, rival=weakest,
                          previous_word=_previous_word(diffs, reg["converged"], real) if judged else word,
                          converged=reg["converged"], train_acc=reg["train_acc"],
+                         regime=(f"final train accuracy ≥ {reg['train_acc']:.0f} % for every method "
+                                 f"({'converged' if reg['converged'] else 'not converged'}: the gate asks "
+                                 f"≥ {FIT_TRAIN_ACC:g} %)"),
+                         deciding=f"SA-SGD − {SHORT[weakest]}" if weakest is not None else "",
                          contrasts={SHORT[m]: [_fin(dm.lo), _fin(dm.hi)] for m, dm in diffs.items()},
                          **findings.interval_fields(d_main, paper_effect=effect, rule=rule,
                                                     gate_ok=bool(reg["converged"]), to_decide=to_decide)))
@@ -351,7 +357,7 @@ def conditions(results: pd.DataFrame, long_results: pd.DataFrame, claims: list[d
     res = [c["resolution"] for c in claims if c.get("resolution") is not None and math.isfinite(c["resolution"])]
     eff = [abs(c["paper_effect"]) for c in claims if c.get("paper_effect") is not None
            and math.isfinite(c["paper_effect"])]
-    regime = (f"the paper's margins ({min(eff):.2f}–{max(eff):.2f} points) against intervals of ±{min(res):.1f} to "
-              f"±{max(res):.1f} points here" if res and eff else "")
+    regime = (f"the paper's margins ({min(eff):.2f}–{max(eff):.2f} points) against intervals of half-width "
+              f"{min(res):.1f} to {max(res):.1f} points here" if res and eff else "")
     return screen.conditions(runs, paper=list(paper_cfgs), accuracy=list(ours),
                              paper_accuracy=list(results["paper_accuracy"].dropna()), regime=regime, what="mean")

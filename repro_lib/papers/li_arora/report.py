@@ -134,9 +134,9 @@ def judged_contrasts(per_seed: pd.DataFrame, specs=CLAIMS, real_data: bool = Tru
     same initialisation and data order) with the interval the rule reads (``level``: 0.90 for "≈", TOST; 0.95
     otherwise) ``lo``, ``hi`` and ``resolution``, ``seeds`` (the pairs), ``margin`` (for "≈": ``margin`` or the
     rule's), ``word`` and ``reason`` (``findings.judge_difference``; ``settled`` False, from
-    :func:`phase1_settling`, leaves a result either way *undecided*), ``previous_word`` (the verdict under the rule
+    :func:`phase1_settling`, leaves a result either way *not judged*), ``previous_word`` (the verdict under the rule
     it replaced, :func:`previous_word`), ``verdict`` (the published words), ``ours``, ``paper_value`` (the paper's
-    reading, ``exp_lr.PAPER_READING``), ``to_decide`` (what would decide an *undecided* claim: the regime, the
+    reading, ``exp_lr.PAPER_READING``), ``to_decide`` (what would decide an *undecided* or *not judged* claim: the regime, the
     seeds and cpu minutes at ``minutes`` per seed of each run, :func:`minutes_per_seed`) and ``interval`` (the
     claims.json fields, ``findings.interval_fields``: ``rule``, ``ci``, ``gate_ok``, ``to_decide``)."""
     rows = []
@@ -160,7 +160,7 @@ def judged_contrasts(per_seed: pd.DataFrame, specs=CLAIMS, real_data: bool = Tru
                          resolution=d.resolution, level=d.level, seeds=d.n, margin=m if m else math.nan, word=word,
                          reason=reason, previous_word=previous_word(d95, rel, settled),
                          verdict=findings.verdict_words(word, reason, detail),
-                         ours=f"{a} {findings.num(va)}, {b} {findings.num(vb)} ({d.n} paired seeds)",
+                         ours=f"{shown(a)} {findings.num(va)}, {shown(b)} {findings.num(vb)} ({d.n} paired seeds)",
                          paper_value=E.PAPER_READING.get((a, b), ""), to_decide=to_decide,
                          interval=findings.interval_fields(d, margin=m, rule=rule, gate_ok=settled,
                                                            to_decide=to_decide)))
@@ -172,10 +172,10 @@ def judged_contrasts(per_seed: pd.DataFrame, specs=CLAIMS, real_data: bool = Tru
 def _to_decide(d, rel, m, word, reason, settled, a, b, minutes) -> str:
     """What would decide an *undecided* claim: the regime where the gate is closed, and the seeds (and cpu minutes)
     where the interval is too wide (``findings.decide_text``)."""
-    if word != "undecided" or not math.isfinite(d.diff):
+    if word not in ("undecided", findings.NOT_JUDGED) or not math.isfinite(d.diff):
         return ""
     per = (minutes.get(a, math.nan) + minutes.get(b, math.nan)) if minutes else None
-    gated = reason.startswith(("the claimed way,", "against the claim,"))
+    gated = word == findings.NOT_JUDGED and "within the noise" not in reason and "holds 0" not in reason
     seeds = "" if gated else findings.decide_text(d, rel, margin=m, minutes_per_seed=per)
     if settled is False:
         return findings.decide_text(d, rel, gated=True, gate_fix=GATE_FIX) + (f"; then {seeds}" if seeds else "")
@@ -186,7 +186,7 @@ def contrast_view(con: pd.DataFrame):
     """:func:`judged_contrasts` for people: one row per claim (paper item, the comparison, both means over the
     paired seeds, the seed-paired difference with the interval its rule reads, the "≈" margin, the verdict word and
     the word under the rule it replaced), as a Styler."""
-    rows = [{"paper": r.name, "claim": f"{r.a} {r.relation} {r.b}", "a (%)": findings.num(r.value_a),
+    rows = [{"paper": r.name, "claim": f"{shown(r.a)} {r.relation} {shown(r.b)}", "a (%)": findings.num(r.value_a),
              "b (%)": findings.num(r.value_b), "a − b [interval]": findings.Difference(
                  r.diff, r.lo, r.hi, r.seeds, True, "paired t").text() + f" ({100 * r.level:.0f} %)",
              "margin": f"±{r.margin:g}" if math.isfinite(r.margin) else "", "seeds": r.seeds,
@@ -196,6 +196,21 @@ def contrast_view(con: pd.DataFrame):
 
 
 word_counts = findings.word_counts  # "holds 2, undecided 4" (the notebooks call it as R.word_counts)
+
+
+def shown(label: str) -> str:
+    """A run's label as the text spells it: the schedule TEXP−− (stored as "TEXP--", its schedule's name)."""
+    return str(label).replace("TEXP--", "TEXP−−")
+
+
+def regime_words(settling: dict) -> str:
+    """The gate's measurement in words (the claims' ``regime``): how far TEXP's ‖w‖²/η̃ moved over the second half
+    of the first phase (:func:`phase1_settling`), against :data:`SETTLED_FACTOR`."""
+    second = settling.get("second_half", math.nan)
+    if settling.get("settled") is None or not math.isfinite(second):
+        return "not measured"
+    return (f"{'settled' if settling['settled'] else 'not settled'} (TEXP's ‖w‖²/η̃ moved ×{second:.2f} over the "
+            f"second half of the first phase; the gate asks ≤ ×{SETTLED_FACTOR:g})")
 
 
 # ------------------------------------------------------------------------------------------------------------

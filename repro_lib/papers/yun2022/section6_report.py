@@ -22,9 +22,10 @@ def noninferior_to_every(per_seed: pd.DataFrame, chosen: float, real_data: bool 
     the rule (one side at α = 0.025). An intersection: *holds* only when every lower end lies above −m, *no* when
     any whole interval lies below −m, else *undecided* naming the λ whose interval reaches below −m.
 
-    Returns ``word``, ``reason``, ``contrasts`` ({λ: ``findings.Difference``}), ``ci`` (a ``Difference`` of the
-    smallest contrast: its estimate the smallest estimate, its bounds the smallest lower and the smallest upper
-    bound over the contrasts, so that ``rules.decide`` on it gives the intersection's verdict), ``rule`` and
+    Returns ``word``, ``reason``, ``contrasts`` ({λ: ``findings.Difference``}), ``ci`` (the deciding contrast, with
+    its own interval: the one with the lowest upper bound where one lies wholly below −m, else the one with the
+    lowest lower bound, so that ``rules.decide`` on it gives the intersection's verdict), ``deciding`` (its λ),
+    ``rule`` and
     ``to_decide`` (for an *undecided* claim: the seeds, and cpu minutes at ``minutes_per_seed`` per seed of the
     whole search, that would decide every open contrast at the observed spreads, ``findings.decide_text``)."""
     rule = rules.rule(RULE)
@@ -33,7 +34,7 @@ def noninferior_to_every(per_seed: pd.DataFrame, chosen: float, real_data: bool 
     mine = next((c for c in per_seed.columns if math.isclose(c, chosen, rel_tol=1e-9)), None)
     if mine is None or not others:
         return dict(word="undecided", reason="no finished run", contrasts={}, ci=findings.NO_DIFFERENCE, rule=rule,
-                    to_decide="")
+                    to_decide="", deciding=None)
     contrasts = {c: findings.difference(per_seed[mine], per_seed[c], level=rule.level) for c in others}
     judged = {c: findings.judge_difference(d, "≳", margin=m, settled=None, real_data=real_data, rule=rule)
               for c, d in contrasts.items()}
@@ -50,11 +51,12 @@ def noninferior_to_every(per_seed: pd.DataFrame, chosen: float, real_data: bool 
         reason = few[0] if few else ("the interval against λ " + ", ".join(f"{number(c)}" for c in open_)
                                      + f" reaches below −{m:g}")
         word = "undecided"
-    if finite:
-        weakest = min(contrasts.values(), key=lambda d: d.lo if math.isfinite(d.lo) else -math.inf)
-        ci = findings.Difference(min(d.diff for d in finite), min(d.lo for d in finite),
-                                 min(d.hi for d in finite), min(d.n for d in finite), True,
-                                 "paired t per other λ (smallest bounds)", rule.level, weakest.df, weakest.sd)
+    deciding = None
+    if finite:  # the deciding contrast with its own interval: one wholly below −m decides *no*, else the lowest
+        below = [c for c, d in contrasts.items() if d.hi < -m]  # lower end decides whether every one lies above −m
+        deciding = (min(below, key=lambda c: contrasts[c].hi) if below else
+                    min(contrasts, key=lambda c: contrasts[c].lo if math.isfinite(contrasts[c].lo) else -math.inf))
+        ci = contrasts[deciding]
     else:
         ci = findings.NO_DIFFERENCE
     to_decide = ""
@@ -66,7 +68,8 @@ def noninferior_to_every(per_seed: pd.DataFrame, chosen: float, real_data: bool 
         to_decide = findings.decide_text(contrasts[hardest], "≳", margin=m, minutes_per_seed=minutes_per_seed)
         if len(need) > 1:
             to_decide += f" (the widest of the open contrasts, against λ {number(hardest)})"
-    return dict(word=word, reason=reason, contrasts=contrasts, ci=ci, rule=rule, to_decide=to_decide)
+    return dict(word=word, reason=reason, contrasts=contrasts, ci=ci, rule=rule, to_decide=to_decide,
+                deciding=deciding)
 
 
 def contrasts_text(contrasts: dict) -> str:

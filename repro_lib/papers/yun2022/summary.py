@@ -64,7 +64,7 @@ def columns(results: dict[str, pd.DataFrame]) -> pd.DataFrame:
     ``optimum_verdict`` (each column's own). Columns whose runs repeat a column already listed are left out."""
     from scipy import stats
 
-    rows, seen = [], []
+    rows, seen, repeats = [], [], []
     for name, res in results.items():
         col = COLUMN.get(name, "n")
         claim = "best" if name == "yun2022_section3" else "best or second"
@@ -76,16 +76,22 @@ def columns(results: dict[str, pd.DataFrame]) -> pd.DataFrame:
             if "subtable" in r and "subtable" in res and isinstance(r.get("subtable"), str):
                 sel &= res["subtable"].astype(str) == str(r["subtable"])
             hashes = frozenset(res.loc[sel & (res.status == "finished"), "hash"]) if "hash" in res else frozenset()
-            if r["rank"] == "n/a" or not hashes or any(hashes & h for h in seen):
-                continue  # no run, or runs already counted in another column (one measurement counts once)
-            seen.append(hashes)
+            sub = f" ({r['subtable']})" if isinstance(r.get("subtable"), str) and r.get("subtable") else ""
+            label = {"n": "N", "batch_size": "B", "combination": "combination"}[col]
+            where = f"{table_label(name)}{sub}, {label} = {r[col]:,g}"
+            if r["rank"] == "n/a" or not hashes:
+                repeats.append((where, "no finished run"))
+                continue
+            same = next((c for c, h in seen if hashes & h), None)
+            if same is not None:  # runs already counted in another column: one measurement counts once
+                repeats.append((where, f"the same runs as {same}"))
+                continue
+            seen.append((where, hashes))
             df = r.get("df", math.nan)
             q = stats.t.ppf(0.975, df) if math.isfinite(df) and df > 0 else math.nan
             gap_se = (r["ci_hi"] - r["ci_lo"]) / (2 * q) if math.isfinite(q) else math.nan
             x = math.log2(r["peak_vs_yellow"]) if math.isfinite(r["peak_vs_yellow"]) else math.nan
-            sub = f" ({r['subtable']})" if isinstance(r.get("subtable"), str) and r.get("subtable") else ""
-            label = {"n": "N", "batch_size": "B", "combination": "combination"}[col]
-            rows.append({"table": table_label(name), "column": f"{table_label(name)}{sub}, {label} = {r[col]:,g}",
+            rows.append({"table": table_label(name), "column": where,
                          "gap": r["margin"], "gap_se": gap_se, "gap_lo": r["ci_lo"], "gap_hi": r["ci_hi"],
                          "x": x, "x_se": r.get("peak_se_log2", math.nan),
                          "x_lo": math.log2(r["peak_ratio_lo"]) if math.isfinite(r["peak_ratio_lo"]) else math.nan,
@@ -95,7 +101,50 @@ def columns(results: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "minutes": float(pd.to_numeric(res.loc[sel, "seconds"], errors="coerce").sum()) / 60})
     cols = ["table", "column", "gap", "gap_se", "gap_lo", "gap_hi", "x", "x_se", "x_lo", "x_hi", "settled", "seeds",
             "cells", "verdict", "optimum_verdict", "minutes"]
-    return pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=cols)
+    out.attrs["left_out"] = repeats  # (column, why) of the grid columns not listed: no run, or repeated runs
+    return out
+
+
+def pooling(cols: pd.DataFrame) -> list[str]:
+    """Per column of :func:`columns`, whether and why it enters the pooled claims: both quantities, the gap only
+    (no interior optimum to place), or neither (Δθ had not settled: the gate)."""
+    settled = set(settled_columns(cols).index)
+    out = []
+    for i, r in cols.iterrows():
+        if i not in settled:
+            out.append("left out: Δθ not settled (the gate)" if r["settled"] is False or r["settled"] is np.False_
+                       else "left out: regime not measured")
+        elif not math.isfinite(r["x"]) or not math.isfinite(r["x_se"]):
+            out.append("gap only: no fitted optimum with an interval")
+        else:
+            out.append("gap and optimum")
+    return out
+
+
+def answer(claims: list[dict]) -> str:
+    """The pooled answer in words, from the two claims of :func:`claims` (the first screen's sentence): where the
+    optimum lies relative to 10/128, with its interval, and whether the yellow cell is within a point of the best
+    other cell."""
+    gap, opt = claims
+    parts = []
+    if opt.get("estimate") is not None and None not in (opt.get("ci") or [None]):
+        lo, hi = opt["ci"]
+        where = "below" if hi < 1 else "above" if lo > 1 else "at"
+        inside = "within one grid step (×½–×2) of it" if opt["word"] == "holds" else (
+            "outside one grid step of it" if opt["word"] == "no" else "possibly more than one grid step from it")
+        parts.append(f"The accuracy optimum lies at ×{opt['estimate']:.2f} [{lo:.2f}, {hi:.2f}] of the tuning factor "
+                     f"10/128 ({100 * opt['level']:.0f} % interval): {where} 10/128" + (
+                         " (its interval holds ×1)" if where == "at" else "") + f", {inside}.")
+    if gap.get("estimate") is not None and None not in (gap.get("ci") or [None]):
+        lo, hi = gap["ci"]
+        m = gap["rule"]["margin"]
+        verdict = ("within a point of it" if gap["word"] == "holds" else "more than a point behind it"
+                   if gap["word"] == "no" else f"within a point of it cannot yet be shown: the interval reaches "
+                   f"below −{m:g}" if lo < -m else "not yet decided")
+        parts.append(f"The yellow cell is {gap['estimate']:+.2f} [{lo:+.2f}, {hi:+.2f}] points from the best other "
+                     f"cell ({100 * gap['level']:.0f} % interval): {verdict}.")
+    return " ".join(parts)
 
 
 def pooled(effect, se, level: float = 0.95) -> dict:
@@ -161,6 +210,10 @@ def claims(cols: pd.DataFrame, data: str) -> tuple[list[dict], dict]:
                 "ours": f"×{ratio.diff:.2f}" if o["k"] >= 2 else "", "paper_value": "",
                 **fnd.interval_fields(ratio, margin=opt_rule.margin, rule=opt_rule, gate_ok=None, scale="ratio",
                                       to_decide=_more_columns(word, o, opt_rule, log2=True))})
+    said = answer(out)  # the answer in words, on the first screen under the claims
+    for c in out:
+        if said:
+            c["note"] = said
     return out, {"gap": g, "optimum": o}
 
 
@@ -193,27 +246,67 @@ def _more_columns(word: str, p: dict, rule: rules.Rule, log2: bool = False) -> s
             "no number of columns: the estimate sits on the margin")
 
 
+#: the figure's width in inches at 100 dpi: the ~800 px of a page's content
+FIG_WIDTH = 8.0
+#: the smallest font of the figure (tick labels), in points
+FONT = 9
+
+
 def forest(cols: pd.DataFrame, summary: dict, ax_gap, ax_opt) -> None:
     """The forest plot: one row per column (estimate and its own interval), the pooled estimate as a diamond at the
-    bottom; left the gap (points, margin −1 dashed), right log₂ optimum / yellow (±1 grid step dashed)."""
+    bottom; above the gap (points, the margin −1 dashed and labelled), below the optimum on a ×ratio axis (log
+    scale: ×½ … ×2 is one grid step either way, dashed and labelled)."""
+    margin = rules.rule("pooled gap").margin
     for ax, est, lo, hi, key, xlabel, marks in (
-            (ax_gap, "gap", "gap_lo", "gap_hi", "gap", "yellow − best other cell (points)",
-             (-rules.rule("pooled gap").margin, 0)),
-            (ax_opt, "x", "x_lo", "x_hi", "optimum", "log₂(optimum TF / yellow TF)", (-1, 0, 1))):
+            (ax_gap, "gap", "gap_lo", "gap_hi", "gap", "yellow − best other cell (accuracy points)",
+             ((-margin, f"margin −{margin:g}"), (0, ""))),
+            (ax_opt, "x", "x_lo", "x_hi", "optimum", "fitted optimum's tuning factor / 10/128 (×ratio, log scale)",
+             ((-1, "one grid step (×½)"), (0, ""), (1, "one grid step (×2)")))):
         c = cols.dropna(subset=[est]).reset_index(drop=True)
         y = np.arange(len(c))[::-1] + 2
-        ax.errorbar(c[est], y, xerr=[(c[est] - c[lo]).fillna(0), (c[hi] - c[est]).fillna(0)], fmt="o", ms=4,
-                    color="#4c72b0", ecolor="#8da0cb", capsize=2, label="one column (its own interval)")
+        ax.errorbar(c[est], y, xerr=[(c[est] - c[lo]).fillna(0), (c[hi] - c[est]).fillna(0)], fmt="o", ms=5,
+                    color="#4c72b0", ecolor="#8da0cb", capsize=2, label="one column, its own interval")
         p = summary[key]
         if math.isfinite(p["estimate"]):
-            d = np.array([[p["lo"], 0], [p["estimate"], 0.35], [p["hi"], 0], [p["estimate"], -0.35]])
-            ax.fill(d[:, 0], d[:, 1], color="#dd8452", label=f"pooled (random effects, {p['k']} columns)")
-        for m in marks:
-            ax.axvline(m, color="0.4", ls="--" if m else ":", lw=0.9)
-        ax.set_yticks([*y, 0], [*c["column"], "pooled"], fontsize=7)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("grid column (its own interval)")
+            d = np.array([[p["lo"], 0], [p["estimate"], 0.4], [p["hi"], 0], [p["estimate"], -0.4]])
+            ax.fill(d[:, 0], d[:, 1], color="#dd8452", label="pooled over the columns (random effects)")
+        for m, text in marks:
+            ax.axvline(m, color="0.35", ls="--" if m else ":", lw=1)
+            if text:
+                ax.annotate(text, (m, 1), xycoords=("data", "axes fraction"), xytext=(3, -3),
+                            textcoords="offset points", ha="left", va="top", fontsize=FONT, color="0.3")
+        ax.set_yticks([*y, 0], [*c["column"], f"pooled ({p['k']} columns)"], fontsize=FONT)
+        ax.tick_params(axis="x", labelsize=FONT)
+        ax.set_xlabel(xlabel, fontsize=FONT + 1)
+        ax.set_ylabel("grid column", fontsize=FONT + 1)
         ax.set_ylim(-1, len(c) + 3)
-    ax_gap.set_title("Yellow cell against the best other cell")
-    ax_opt.set_title("Where the fitted optimum lies")
-    ax_gap.legend(loc="upper left", fontsize=7, frameon=True)
+    lo, hi = ax_opt.get_xlim()
+    ticks = [t for t in range(math.floor(lo), math.ceil(hi) + 1)]
+    ax_opt.set_xticks(ticks, [_ratio_tick(t) for t in ticks])
+    ax_gap.set_title("Yellow cell against the best other cell", fontsize=FONT + 2)
+    ax_opt.set_title("Where the fitted accuracy optimum lies", fontsize=FONT + 2)
+
+
+
+def _ratio_tick(t: int) -> str:
+    """A log₂ tick as the ratio it stands for: ×¼, ×½, ×1, ×2, ×4."""
+    return {-2: "×¼", -1: "×½"}.get(t, f"×{2 ** t:g}" if t >= 0 else f"×1/{2 ** -t:g}")
+
+
+def forest_figure(cols: pd.DataFrame, summary: dict, title: str = ""):
+    """:func:`forest` as one figure for a page ~800 px wide (:data:`FIG_WIDTH` at 100 dpi): the two panels one above
+    the other, tick labels at :data:`FONT` points or more."""
+    import matplotlib.pyplot as plt
+
+    n_gap = int(cols["gap"].notna().sum())
+    n_opt = int(cols["x"].notna().sum())
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(FIG_WIDTH, 0.3 * (n_gap + n_opt) + 3.2), dpi=100,
+                                   gridspec_kw={"height_ratios": [max(n_gap, 2) + 3, max(n_opt, 2) + 3]})
+    forest(cols, summary, ax1, ax2)
+    handles, labels = ax1.get_legend_handles_labels()
+    if handles:  # one legend for both panels, under them, clear of every row
+        fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=FONT, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=FONT + 1)
+    fig.tight_layout(rect=(0, 0.045 if handles else 0, 1, 1))
+    return fig

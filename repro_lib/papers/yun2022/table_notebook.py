@@ -22,6 +22,7 @@ import pandas as pd
 from ... import data, profiles
 from ...results.findings import (REGIME_DRIFT, claim_rows, dataset_label, grid_difference, num, say_findings,
                                  seed_range, verdict_line, yellow_text)
+from ...results.findings import VERDICTS
 from ...results.findings import findings as column_findings
 from ...results import publish, rules, screen
 from ...results.tables import readable
@@ -111,7 +112,7 @@ def say_columns(found: pd.DataFrame, col: str) -> str:
         parts.append(f"{label}every column" if every
                      else f"{label}{name} = " + ", ".join(f"{v:,g}" for v in gone[col]))
     k, runs = int(empty.sum()), int(found.loc[empty, "missing"].sum())
-    line = (f"- **No run yet** in {k} column{'s' if k != 1 else ''} ({'; '.join(parts)}): *undecided*, "
+    line = (f"- **No run yet** in {k} column{'s' if k != 1 else ''} ({'; '.join(parts)}): *not run*, "
             f"{runs:,} runs missing.")
     return f"{text}\n{line}" if text else line
 
@@ -560,7 +561,7 @@ class YunTables:
         paper's protocol (:func:`shrink_text`), whether Δθ settled before the first LR decay, and the runs left out
         as diverged."""
         words = found["verdict"].value_counts()
-        counted = ", ".join(f"*{w}* in {int(words[w])}" for w in ("holds", "no", "undecided") if w in words)
+        counted = ", ".join(f"*{w}* in {int(words[w])}" for w in VERDICTS if w in words)
         reasons = sorted({r for r in found.loc[found.verdict == "undecided", "reason"] if r})
         n, ran = len(found), int((found["rank"] != "n/a").sum())
         where = (f"the {n} column{'s' if n != 1 else ''} run here" if ran == n else
@@ -586,7 +587,7 @@ class YunTables:
             text += (f" The yellow cells' Δθ had settled before the first LR decay (drift ≤ "
                      f"{100 * REGIME_DRIFT:.0f} %) in {k} of {len(settled)} column{'s' if len(settled) != 1 else ''}"
                      + ("" if k == len(settled) else
-                        ": where it had not, the column is *undecided* whichever way its intervals point")
+                        ": where it had not, the column is *not judged* whichever way its intervals point")
                      + ".")
         dropped = res[res.status == "diverged"]
         if len(dropped):
@@ -638,9 +639,9 @@ class YunTables:
         word, reason = rules.decide(rule, ci=(d.lo, d.hi), gate_ok=gate, seeds=d.n, real_data=real,
                                     gate_words="before Δθ settled in every column")
         to_decide = (fnd.decide_text(d.log(), "≤", margin=math.log(rule.margin), units="(log ratio)",
-                                     gated=gate is False and reason.startswith(("the claimed", "against")),
+                                     gated=word == fnd.NOT_JUDGED,
                                      gate_fix="a first phase long enough for Δθ to settle in every column")
-                     if word == "undecided" else "")
+                     if word in ("undecided", fnd.NOT_JUDGED) else "")
         detail = (f"yellow Δθ max/min across {label} = {', '.join(f'{c:,g}' for c in cols)}, within a seed: "
                   f"{d.diff:.2f} " + (f"[{d.lo:.2f}, {d.hi:.2f}] (90 % t interval over seeds)" if d.has_interval
                                       else "(one seed: no interval)") + f" (shared: ≤ {rule.margin:g})")
@@ -648,6 +649,8 @@ class YunTables:
                    claim="the yellow cells of every column share the angular update per epoch", seeds=d.n,
                    verdict=fnd.verdict_words(word, reason, detail), word=word,
                    ours=f"Δθ max/min {d.diff:.2f}", paper_value=f"the yellow curves coincide ({figure})",
+                   regime=(f"Δθ settled before the first LR decay in {int(settled.astype(bool).sum())} of "
+                           f"{len(settled)} columns" if len(settled) else "not measured"),
                    **fnd.interval_fields(d, margin=rule.margin, rule=rule, gate_ok=gate, to_decide=to_decide,
                                          scale="ratio"))
         self._claims[f"{name} {figure}"] = [row]

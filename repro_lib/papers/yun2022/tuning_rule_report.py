@@ -168,7 +168,7 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
     """One row per claim: ``item``, ``claim``, ``paper_value``, ``ours`` (text), ``mean``/``lo``/``hi`` (the paired
     interval, or the rank), ``seeds``, ``word``/``reason`` (``results.findings.judge``) and ``verdict`` (published
     text). The regime check (``results.findings.regime``) is that of the two runs the claims compare, the tuned
-    runs at B and the rule's at 4B: a contrary result before the Δθ of either settled is *undecided*."""
+    runs at B and the rule's at 4B: any result before the Δθ of either settled is *not judged*."""
     a = arms(results)
     real = fnd.dataset_label(results) != fnd.SYNTHETIC
     reg, reg_rule = (fnd.regime(list(a[a.setting == arm].history) if len(a) else []) for arm in ARMS[:2])
@@ -180,7 +180,7 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
 
     def row(item, claim, paper_value, ours, iv, word_reason, detail, interval=None):
         word, reason = word_reason
-        if interval is not None and word != "undecided":
+        if interval is not None and word not in ("undecided", fnd.NOT_JUDGED):
             interval.pop("to_decide", None)
         rows.append(dict(item=item, claim=claim, paper_value=paper_value, ours=ours, mean=iv.get("mean"),
                          lo=iv.get("lo"), hi=iv.get("hi"), seeds=iv.get("n", 0), word=word, reason=reason,
@@ -260,17 +260,13 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
         else:
             judged = rules.decide(rule4, contrasts=bounds, gate_ok=settled, real_data=real,
                                   gate_words="before the regime settled")
-        # the interval the rule reads: the second-lowest bounds (holds: all but one lower bound above 0; no: two
-        # upper bounds below 0)
-        second_lo = sorted(lo for lo, _ in bounds)[1] if len(bounds) > 1 else (bounds[0][0] if bounds else math.nan)
-        second_hi = sorted(hi for _, hi in bounds)[1] if len(bounds) > 1 else (bounds[0][1] if bounds else math.nan)
-        near = (sorted(contrasts.values(), key=lambda d: d.diff)[min(1, len(contrasts) - 1)] if contrasts
-                else fnd.NO_DIFFERENCE)
-        deciding = fnd.Difference(near.diff, second_lo, second_hi, near.n, True, "pooled t (second-lowest bounds)",
-                                  fnd.LEVEL, near.df, near.sd)
+        # the deciding contrast, with its own interval: the one with the second-lowest lower bound (holds needs all
+        # but one lower bound above 0)
+        by_lo = sorted(contrasts.items(), key=lambda kv: kv[1].lo)
+        near_wd, deciding = by_lo[min(1, len(by_lo) - 1)] if by_lo else (None, fnd.NO_DIFFERENCE)
         word = {1: "best", 2: "second"}.get(rank, f"rank {rank} of {len(big)}")
-        pooled = (f"; pooled: shown above {sum(lo > 0 for lo, _ in bounds)} of the {len(bounds)} other λ"
-                  if bounds else "")
+        pooled = (f"; pooled: shown above {sum(lo > 0 for lo, _ in bounds)} of the {len(bounds)} other λ, the "
+                  f"deciding contrast (against λ {near_wd:g}) {deciding.text()}" if bounds else "")
         row("Eq. 27, λ × 4 at B × 4 (Tables 3-4's reading)", "at 4B the rule's weight decay is best or second of "
             "the searched values", _paper_rank(pp, t3),
             f"{word} of {len(big)}, {d_best.text()} to the best other", dict(mean=rank, lo=math.nan, hi=math.nan,
@@ -280,7 +276,9 @@ def findings(results: pd.DataFrame) -> pd.DataFrame:
             interval={**fnd.interval_fields(deciding, rule=rule4, gate_ok=settled,
                                             to_decide=_to_decide(deciding, ">", None, settled, judged, minutes, real,
                                                                  blocks=max(1, len(bounds)))),
-                      "contrasts": {f"{c:g}": [fnd.finite_or_none(d.lo), fnd.finite_or_none(d.hi)] for c, d in contrasts.items()}})
+                      "contrasts": {f"{c:g}": [fnd.finite_or_none(d.lo), fnd.finite_or_none(d.hi)]
+                                    for c, d in contrasts.items()},
+                      "deciding": f"rule's λ − λ {near_wd:g}" if near_wd is not None else ""})
     else:
         row("Eq. 27, λ × 4 at B × 4 (Tables 3-4's reading)", "at 4B the rule's weight decay is best or second of "
             "the searched values", _paper_rank(pp, t3), "", {}, fnd.judge(None, False), "")
@@ -293,9 +291,9 @@ def _to_decide(d, rel, margin, settled, judged, minutes, real, paper_effect=None
     """What would decide an *undecided* claim (``to_decide``): the regime where the gate is closed (:data:`GATE_FIX`),
     and the seeds (cpu minutes at ``minutes`` per seed of the plan) at the observed spread (``findings.decide_text``)."""
     word, reason = judged
-    if word != "undecided" or not real or not math.isfinite(d.diff):
+    if word not in ("undecided", fnd.NOT_JUDGED) or not real or not math.isfinite(d.diff):
         return ""
-    gated = reason.startswith(("the claimed way,", "against the claim,"))
+    gated = word == fnd.NOT_JUDGED and "within the noise" not in reason and "holds 0" not in reason
     pe = paper_effect if paper_effect is not None and math.isfinite(paper_effect) else None
     seeds = "" if gated else fnd.decide_text(d, rel, margin=margin, minutes_per_seed=minutes, paper_effect=pe,
                                              units=units, blocks=blocks)
@@ -348,9 +346,10 @@ def claims(found: pd.DataFrame, data: str, results: pd.DataFrame, model: str) ->
     """The rows ``results.publish.record_claims`` writes (one per claim of :func:`findings`), with the interval
     fields of ``results.findings.interval_fields``."""
     minutes = fnd.train_minutes(results)
+    regime = regime_words(results)  # the measured regime of the two arms the claims compare (their gate)
     return [dict(paper=PAPER, item=f"{r.item}, timm {model}", claim=r.claim, data=data, seeds=int(r.seeds),
                  ours=r.ours, paper_value=r.paper_value, verdict=r.verdict, word=r.word, train_minutes=minutes,
-                 **r.interval)
+                 regime=regime, **r.interval)
             for r in found.itertuples()]
 
 
@@ -518,6 +517,7 @@ def recipe_table(runs: dict, tuning_factor: float) -> pd.DataFrame:
     out = pd.DataFrame([rows[e] for e in sorted(rows)])
     out["arccos(1 − TF) (rad)"] = tuning.angular_update_per_epoch(tuning_factor)
     return out
+
 
 # ------------------------------------------------------------------------------------------- a joint group, per step
 def group_angle_run(model, found, x, y, steps: int, batch_size: int, lr: float, momentum: float,

@@ -269,9 +269,9 @@ def _plot_runs(ax, hist: pd.DataFrame, labels, metric: str, construction: Mappin
             dodge = 0.15 * (k - (len(labels) - 1) / 2)  # runs evaluated at one epoch side by side, not on top
             spread = [lo.values, hi.values] if sub["seed"].nunique() > 1 else None
             ax.errorbar(mean.index + dodge, mean.values, yerr=spread, color=color, ls="none", marker="o", ms=5,
-                        capsize=3, lw=1, label=label)
+                        capsize=3, lw=1, label=shown(label))
             continue
-        ax.plot(mean.index, mean.values, color=color, ls=ls, lw=1.7, label=label)
+        ax.plot(mean.index, mean.values, color=color, ls=ls, lw=1.7, label=shown(label))
         if sub["seed"].nunique() > 1:  # the seeds' range
             ax.fill_between(mean.index, g.min().values, g.max().values, color=color, alpha=0.15, lw=0)
 
@@ -379,7 +379,7 @@ def final_table(table: pd.DataFrame, last: pd.DataFrame, seeds: Mapping[str, int
         return findings.num(v) + (f" ± {sd:.2f}" if sd is not None and math.isfinite(sd) else "")
 
     out = pd.DataFrame({
-        "run": t["label"], "construction": t["construction"], "paper figure": t["figure"],
+        "run": t["label"].map(shown), "construction": t["construction"], "paper figure": t["figure"],
         "test acc. (%)": [acc(v, s) for v, s in zip(t["test_acc"], t["std"])],
         "train acc. (%)": [findings.num(v) for v in t["train_acc"]],
         "final η": [findings.num(v, ".3g") for v in t["lr"]],
@@ -462,7 +462,7 @@ def preresnet_found(cfg, paper_cfg, hist: pd.DataFrame, judged: pd.DataFrame, ex
             out.append(f"Under the rule these claims had before (the 95 % interval inside ±{PREVIOUS_MARGIN:g} point "
                        f"for \"≈\", a gate that held back only a result against the claim): "
                        f"{word_counts(judged['previous_word'], mark='*')}"
-                       + (f"; changed: " + "; ".join(f"{r.name} {r.a} {r.relation} {r.b} *{r.previous_word}* → "
+                       + (f"; changed: " + "; ".join(f"{r.name} {shown(r.a)} {r.relation} {shown(r.b)} *{r.previous_word}* → "
                                                      f"*{r.word}*" for r in changed.itertuples())
                           if len(changed) else "; no verdict changed") + ".")
     fig3 = judged[(judged["a"] == "TEXP--") & (judged["b"] == "TEXP")] if len(judged) else judged

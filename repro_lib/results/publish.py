@@ -35,9 +35,7 @@ RESULT_ID = "repro-lib-result"
 RESULT_PENDING = "*The result appears here when the notebook has run to its end (its last cell records the claims).*"
 
 #: columns of the full results table (``reports/README.md``), in the notebooks' order: ours before the paper's
-COLUMNS = ("paper", "item", "claim", "ours", "paper's value", "verdict", "rule", "notebook")
-#: columns of the README's scannable table (:func:`summary`): one row per claim group, the verdict as a word
-SHORT_COLUMNS = ("paper", "what", "claim", "ours", "paper's", "verdict", "notebook")
+COLUMNS = ("paper", "item", "claim", "ours", "paper's value", "verdict", "deciding interval", "rule", "notebook")
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
@@ -295,7 +293,7 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
         if not claims:
             rows.append({"paper": "", "item": nb.stem, "claim": "", "profile": profile, "data": "", "seeds": "",
                          "verdict": "", "peak tuning factor": "", "train min": "", "paper's value": "", "ours": "",
-                         "rule": "", "notebook": link})
+                         "deciding interval": "", "rule": "", "notebook": link})
         # consecutive claims that no run has reached yet (key: their claim) fold into one row; the rest (key None)
         # get a row each
         for key, group in itertools.groupby(claims, key=lambda c: c["claim"] if not_run(c) else None):
@@ -310,7 +308,7 @@ def summary_rows(reports: str | os.PathLike = "reports") -> list[dict]:
                              "verdict": c["verdict"], "peak tuning factor": c.get("peak_tf", ""),
                              "train min": "" if minutes is None or not math.isfinite(minutes) else f"{minutes:.0f}",
                              "paper's value": c.get("paper_value", ""), "ours": c.get("ours", ""),
-                             "rule": rule_words(c), "notebook": link})
+                             "deciding interval": deciding_text(c), "rule": rule_words(c), "notebook": link})
                 if c.get("word") in ("undecided", NOT_JUDGED) and c.get("to_decide"):
                     rows[-1]["verdict"] += f" — would be decided by: {c['to_decide']}"
     return rows
@@ -346,7 +344,8 @@ def _not_run_row(claims: list[dict], profile: str, link: str) -> dict:
     item = c["item"] if len(claims) == 1 else f"{c['item']} … {claims[-1]['item']} ({len(claims)} columns)"
     return {"paper": c["paper"], "item": item, "claim": c["claim"], "profile": profile, "data": c["data"],
             "seeds": "0", "verdict": "not run yet" + (f" ({sum(missing)} runs)" if missing else ""),
-            "peak tuning factor": "", "train min": "", "paper's value": "", "ours": "", "rule": "", "notebook": link}
+            "peak tuning factor": "", "train min": "", "paper's value": "", "ours": "", "deciding interval": "",
+            "rule": "", "notebook": link}
 
 
 def full_table(reports: str | os.PathLike = "reports") -> str:

@@ -481,7 +481,9 @@ def _stage2_fields(t: Target, res: pd.DataFrame, rule2: rules.Rule) -> dict:
     per_seed = pd.DataFrame({"seed": res.seed, "cell": cell, "acc": acc}).pivot_table(
         index="seed", columns="cell", values="acc", aggfunc="first", dropna=False)
     histories = [h for h, y in zip(res["history"], res["yellow"]) if y]
-    settled = findings.regime(histories)["settled"]
+    reg = findings.regime(histories)
+    settled = reg["settled"]
+    regime = findings.regime_text({"settled": settled, "regime_window": reg["window"], "regime_drift": reg["drift"]})
     seeds = int(per_seed[yellow].notna().sum())
     if rules.rule(t.rule).relation == "band":
         fit = findings.fitted_optimum(res["tuning_factor"][ok.to_numpy()], acc[ok], res.seed[ok], yellow,
@@ -492,7 +494,7 @@ def _stage2_fields(t: Target, res: pd.DataFrame, rule2: rules.Rule) -> dict:
                     "reason": f"no fitted optimum: {fit['reason'] or 'no interval'}", "text": "no fitted optimum"}
         word, reason = rules.decide(rule2, ci=(fit["lo"], fit["hi"]), gate_ok=settled, seeds=seeds)
         return {"ci": [fit["lo"], fit["hi"]], "estimate": fit["ratio"], "level": level, "seeds": seeds,
-                "gate_ok": settled, "word": word, "reason": reason, "scale": "ratio",
+                "gate_ok": settled, "word": word, "reason": reason, "scale": "ratio", "regime": regime,
                 "text": f"optimum / yellow tuning factor ×{fit['ratio']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]"}
     contrasts = findings.pooled_contrasts(per_seed, yellow, level=level)
     cs = {f"{k:g}": [d.lo, d.hi] for k, d in contrasts.items()}
@@ -500,8 +502,9 @@ def _stage2_fields(t: Target, res: pd.DataFrame, rule2: rules.Rule) -> dict:
     ordered = sorted(contrasts.values(), key=lambda d: d.diff)
     need = len(ordered) - (1 if rules.rule(t.rule).relation == "best or second" else 0)
     deciding = ordered[len(ordered) - need] if need <= len(ordered) else ordered[0]
+    name = "yellow − second other" if need < len(ordered) else "yellow − best other"
     return {"ci": [deciding.lo, deciding.hi], "estimate": deciding.diff, "level": level, "seeds": seeds,
-            "gate_ok": settled, "word": word, "reason": reason, "contrasts": cs,
+            "gate_ok": settled, "word": word, "reason": reason, "contrasts": cs, "deciding": name, "regime": regime,
             "text": (f"deciding contrast yellow − {'second' if need < len(ordered) else 'best'} other cell "
                      f"{deciding.diff:+.2f} [{deciding.lo:+.2f}, {deciding.hi:+.2f}] (pooled, "
                      f"{deciding.df:.0f} df)")}
@@ -515,9 +518,17 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
     two-stage procedure's overall error per side from the plan). A target whose runs are not all in the store
     leaves its claim as it was, with ``stage2`` saying how many of its planned runs exist. Returns new dicts; the
     input is not changed."""
-    plan = load_plan(plan_path or Path(results_dir) / PROFILE / "stage2_plan.json")
-    by_key = {t.key: t for t in TARGETS}
+    path = Path(plan_path or Path(results_dir) / PROFILE / "stage2_plan.json")
     out = [dict(c) for c in claims]
+    if not path.exists():  # a store without the plan (a user's own results): every claim stays at stage 1
+        return out
+    plan = load_plan(path)
+    by_key = {t.key: t for t in TARGETS}
+    regime = REGIME_TEXT.get(notebook)
+    text = regime(results_dir) if regime is not None else ""
+    for c in out:
+        if text and c.get("gate_ok") is False:
+            c["to_decide"] = text
     for entry in plan["targets"]:
         t = by_key.get(entry["key"])
         if t is None or entry["notebook"] != notebook or t.kind == "regime":
@@ -546,6 +557,41 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
     return out
 
 
+def _li_arora_text(results_dir) -> str:
+    m = li_arora_regime(results_dir)
+    if not m.get("measured"):
+        return ""
+    if m["phase"] is None:
+        return (f"the regime the claim speaks of: on one {m['probe_epochs']}-epoch TEXP run (the plan's regime "
+                f"measurement) ‖w‖²/η̃ had not settled within its {m['probe_phase']}-epoch first phase; a longer "
+                f"first phase than that, as the gpu and paper profiles' 80 epochs")
+    least = "at least " if m["lower_bound"] else ""
+    return (f"the regime the claim speaks of, measured on one {m['probe_epochs']}-epoch TEXP run (the plan's regime "
+            f"measurement): ‖w‖²/η̃ moves ≤ ×1.2 over the second half of a first phase of {least}{m['phase']} "
+            f"epochs ({m['cpu_phase']} in this schedule, where it moved ×{m['cpu_factor']:.2f}), so a "
+            f"{m['num_epochs']}-epoch schedule; the notebook's {m['runs']} runs would take about "
+            f"{m['cpu_minutes']:,.0f} cpu minutes there (its measured {m['stage1_minutes']:,.0f} scaled by the "
+            f"epochs), beyond the cpu profile's budget; the gpu and paper profiles' first phase is 80 epochs")
+
+
+def _backmatching_text(results_dir) -> str:
+    m = backmatching_regime(results_dir)
+    if not m.get("measured"):
+        return ""
+    accs = ", ".join(f"{k} {v:.0f} %" for k, v in m["train_acc"].items())
+    if m["fits"]:
+        return (f"the regime the claim speaks of, measured on one seed of the four methods at {m['num_epochs']} "
+                f"epochs (the plan's regime measurement): every method fits the training set there ({accs}); the "
+                f"table's {m['runs']} runs at that schedule would take about {m['cpu_minutes']:,.0f} cpu minutes")
+    return (f"the regime the claim speaks of: even at {m['num_epochs']} epochs (one seed, the plan's regime "
+            f"measurement) the methods end at {accs} train accuracy, short of 90 %; a longer schedule or more images "
+            f"per epoch (the gpu profile) would reach it")
+
+
+#: notebooks whose not-judged claims the plan's regime measurements speak to
+REGIME_TEXT = {"li_arora_preresnet32": _li_arora_text, "backmatching_vgg": _backmatching_text}
+
+
 def _apply(row: dict, f: dict, entry: dict, rule2: rules.Rule, unit: str = "seeds") -> None:
     """Write stage 2's judgement ``f`` into the claim ``row``, the first stage's kept under ``stage1``."""
     err = entry["error_per_side"]["overall"]
@@ -553,7 +599,10 @@ def _apply(row: dict, f: dict, entry: dict, rule2: rules.Rule, unit: str = "seed
                      if row.get(k) is not None}
     row.update(stage=2, procedure_error=err, ci=[_fin(v) for v in f["ci"]], estimate=_fin(f["estimate"]),
                level=f["level"], seeds=f["seeds"], gate_ok=f["gate_ok"], word=f["word"],
-               rule={**rule2.fields(), "stage": 2})
+               rule=rule2.fields())
+    for k in ("deciding", "regime"):
+        if f.get(k):
+            row[k] = f[k]
     if "contrasts" in f:
         row["contrasts"] = {k: [_fin(v) for v in ci] for k, ci in f["contrasts"].items()}
     if f.get("scale"):

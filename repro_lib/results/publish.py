@@ -206,10 +206,27 @@ def audit_markdown(rows: list[dict]) -> str:
         d = deciding_text(r)
         if d:
             out.append(f"- *Deciding interval:* {d}")
+        out += stage_lines(r)
         if r.get("to_decide"):
             out.append(f"- *What would decide it:* {r['to_decide']}")
         out.append("")
     return "\n".join(out).rstrip("\n")
+
+
+def stage_lines(r: dict) -> list[str]:
+    """The audit's lines on a claim's declared second stage (``reports/cpu/stage2_plan.json``): judged at stage 2
+    (``stage`` 2: the procedure's overall error per side and the first stage's verdict beside it), or planned and
+    waiting for its runs (``stage2``)."""
+    if r.get("stage") == 2:
+        s1 = r.get("stage1") or {}
+        return [f"- *Second stage*, declared before its runs (`reports/cpu/stage2_plan.json`): judged once on "
+                f"{r.get('seeds')} seeds (columns for a pooled claim) at α = {(r.get('rule') or {}).get('alpha', 0):g} "
+                f"per side; the two-stage procedure errs at most {r['procedure_error']:.3f} per side. Stage 1 "
+                f"({s1.get('seeds')} seeds, {100 * (s1.get('level') or 0):.0f} %): *{s1.get('word')}* — "
+                f"{s1.get('verdict', '')}"]
+    if r.get("stage2"):
+        return [f"- *Second stage:* planned (`reports/cpu/stage2_plan.json`); {r['stage2']}"]
+    return []
 
 
 def _finite(v) -> bool:

@@ -506,8 +506,10 @@ class YunTables:
     def _record(self) -> None:
         """Record every claim so far (``publish.record_claims``) with the first screen's conditions and re-run
         lines (:meth:`conditions`, :meth:`rerun`)."""
-        publish.record_claims(self.out_dir, [r for rows in self._claims.values() for r in rows],
-                              caveat=self.conditions(), rerun=self.rerun())
+        from ..stage2 import judge
+
+        rows = judge(self.notebook, [r for rows in self._claims.values() for r in rows], self.results_dir)
+        publish.record_claims(self.out_dir, rows, caveat=self.conditions(), rerun=self.rerun())
 
     def conditions(self) -> str:
         """The first screen's caveat (``results.screen.conditions``): N, width, epochs and test images of the runs

@@ -219,9 +219,10 @@ def stage_lines(r: dict) -> list[str]:
     waiting for its runs (``stage2``)."""
     if r.get("stage") == 2:
         s1 = r.get("stage1") or {}
+        alpha = (r.get("rule") or {}).get("alpha", 0)
         return [f"- *Second stage*, declared before its runs (`reports/cpu/stage2_plan.json`): judged once on "
-                f"{r.get('seeds')} seeds (columns for a pooled claim) at α = {(r.get('rule') or {}).get('alpha', 0):g} "
-                f"per side; the two-stage procedure errs at most {r['procedure_error']:.3f} per side. Stage 1 "
+                f"{r.get('seeds')} seeds (columns for a pooled claim) at α = {alpha:g} per side; the two-stage "
+                f"procedure errs at most {r['procedure_error']:.3f} per side. Stage 1 "
                 f"({s1.get('seeds')} seeds, {100 * (s1.get('level') or 0):.0f} %): *{s1.get('word')}* — "
                 f"{s1.get('verdict', '')}"]
     if r.get("stage2"):

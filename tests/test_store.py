@@ -111,7 +111,7 @@ def test_divergence_is_recorded_not_raised(tmp_path):
                     scale_invariant=False, num_epochs=3, device="cpu", profile="smoke")
     good = bad.replace(lr=0.05)
     res = run_sweep(pd.DataFrame({"cfg": [bad, good], "cell": ["x", "x"], "seed": [0, 1]}), store, progress=False)
-    assert list(res.status) == ["diverged", "finished"]
+    assert list(res.status) == ["diverged", "finished"], list(zip(res.status, res.diverged_epoch, res.diverged_reason))
     assert res.diverged_epoch.iloc[0] == 1 and math.isnan(res.test_acc.iloc[0])
     assert store.get(bad)["status"] == "diverged" and store.get(bad)["diverged_epoch"] == 1
     agg = aggregate(res, by=["cell"])

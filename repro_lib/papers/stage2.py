@@ -65,7 +65,9 @@ class Target:
     """One planned addition. ``kind``: "seeds" (the claim's runs at more seeds), "columns" (grid columns for a
     pooled claim) or "regime" (one long run measuring the schedule a regime needs; no verdict of its own).
     ``n``: seeds (columns) in all after stage 2; ``runs``: a function returning the added runs' plan (a DataFrame
-    with a ``cfg`` column); ``minutes_per_unit``: cpu minutes per added seed (column, run) from the claim's records."""
+    with a ``cfg`` column; for a "seeds" target it has ``.at(seeds)``, the same runs at other seeds);
+    ``minutes_per_unit``: cpu minutes per added seed from the claim's records (the other kinds are priced by the
+    cost model, :func:`expected_minutes`)."""
 
     key: str
     kind: str
@@ -83,7 +85,7 @@ class Target:
 
     @property
     def added(self) -> int:
-        return self.n - self.n1 if self.kind != "regime" else len(self.runs())
+        return self.n - self.n1
 
 
 # ---------------------------------------------------------------------------------------------- the added runs
@@ -100,6 +102,7 @@ def _yun_column(experiment: str, where: dict, seeds) -> Callable[[], pd.DataFram
         out.attrs["max_members"] = plan.attrs.get("max_members", 1)
         return out
 
+    runs.at = lambda other: _yun_column(experiment, where, other)  # the same runs at other seeds
     return runs
 
 
@@ -128,6 +131,7 @@ def _adamp(optimizers, seeds) -> Callable[[], pd.DataFrame]:
         plan = plan[(plan.setting == "E.2") & plan.optimizer.isin(optimizers) & plan.seed.isin(seeds)]
         return plan.reset_index(drop=True)
 
+    runs.at = lambda other: _adamp(optimizers, other)  # the same runs at other seeds
     return runs
 
 
@@ -204,14 +208,14 @@ TARGETS: tuple[Target, ...] = (
            why="×1.32 [0.68, 2.56]"),
     Target("li_arora_regime", "regime", "li_arora_preresnet32", "Figs 2, 3, 5 and Sec. 2.3",
            "‖w‖²/η̃ settles in the first phase (moves ≤ ×1.2 over its second half)", "li_arora ≈",
-           _preresnet_probe("TEXP", 80), n1=0, n=1, minutes_per_unit=14.0,
+           _preresnet_probe("TEXP", 80), n1=0, n=1,
            why="the gate of all seven PreResNet32 claims: ‖w‖²/η̃ still fell ×2.49 over the second half of the "
                "cpu schedule's 10-epoch first phase; before the first decay the step and TEXP schedules do not "
                "depend on the run's length, so one 80-epoch run (a 40-epoch first phase) gives, from its own "
                "history, the shortest first phase over whose second half ‖w‖²/η̃ moves ≤ ×1.2"),
     Target("backmatching_regime", "regime", "backmatching_vgg", "Table 1, CIFAR-10, VGG11-BN",
            "every method fits the training set (final train accuracy ≥ 90 %)", "backmatching >",
-           _backmatching_probe("vgg11_bn", 208), n1=0, n=1, minutes_per_unit=10.0,
+           _backmatching_probe("vgg11_bn", 208), n1=0, n=1,
            why="the gate of the three back-matching claims: final train accuracy 51-81 % after 26 (and 104) "
                "epochs; one seed of the four methods at 208 epochs (8x the table's) tells whether that schedule "
                "fits the training set"),
@@ -276,13 +280,11 @@ def error_of(t: Target, sims: int = stages.SIMS) -> dict:
     r = _rule(t)
     a2 = stages.stage2_alpha(r.alpha)
     if t.design == "columns":
+        from .yun2022 import summary
+
         cols = _summary_columns()
         ses = cols["gap_se"].to_numpy()
-        y, v = cols["gap"].to_numpy(), ses ** 2
-        w = 1 / v
-        mu = (w * y).sum() / w.sum()
-        q = (w * (y - mu) ** 2).sum()
-        tau2 = max(0.0, (q - (len(y) - 1)) / (w.sum() - (w ** 2).sum() / w.sum()))
+        tau2 = summary.pooled(cols["gap"], ses)["tau2"]   # DerSimonian–Laird's between-column variance
         e = stages.two_stage_error("columns", t.n1, t.n, r.alpha, a2, ses=ses, tau2=tau2, sims=sims)
         return {"fixed": e, "aimed": e, "overall": e, "sims": sims, "between_column_variance": tau2}
     return stages.procedure_error(t.design, t.n1, t.n, r.alpha, a2, cells=t.cells, sims=sims)
@@ -308,7 +310,7 @@ def pooled_decidable(t: Target) -> dict:
     cols = _summary_columns()
     claims = json.loads((Path("reports") / PROFILE / t.notebook / "claims.json").read_text())
     c = next(c for c in claims if c.get("item") == t.item)
-    lo, hi = c["ci"]
+    lo, hi = (c.get("stage1") or c)["ci"]
     z1, z2 = stats.norm.ppf(1 - r.alpha), stats.norm.ppf(1 - stages.stage2_alpha(r.alpha))
     se1, est = (hi - lo) / (2 * z1), (hi + lo) / 2
     se = se1 * math.sqrt(t.n1 / t.n)
@@ -438,20 +440,9 @@ if __name__ == "__main__":
 # ------------------------------------------------------------------------------------------- judging stage 2
 def _stage1_runs(t: Target) -> pd.DataFrame:
     """The target's stage-1 runs: its runs' function at the stage-1 seeds (the same configs the notebook trained)."""
-    fn = t.runs
-    if t.key == "adamp_adamw":
-        return _adamp(("adamp", "adamw"), STAGE1_SEEDS)()
-    where = {"table4_b256": ("yun2022_table4", {"paper_batch_size": 256}),
-             "table6": ("yun2022_table6", {"paper_n": 25000}),
-             "table11_b1024": ("yun2022_table11", {"paper_batch_size": 1024}),
-             "table11_b256_optimum": ("yun2022_table11", {"paper_batch_size": 256}),
-             "section3_c1_optimum": ("yun2022_section3", {"combination": 1}),
-             "section3_c2_optimum": ("yun2022_section3", {"combination": 2}),
-             "section3_c3": ("yun2022_section3", {"combination": 3})}
-    if t.key not in where:
-        raise ValueError(f"target: {t.key!r} has no stage-1 runs of its own ({fn})")
-    exp, w = where[t.key]
-    return _yun_column(exp, w, STAGE1_SEEDS)()
+    if not hasattr(t.runs, "at"):
+        raise ValueError(f"target: {t.key!r} adds no seeds to runs of its own")
+    return t.runs.at(STAGE1_SEEDS)()
 
 
 def _collect(plan: pd.DataFrame, results_dir) -> pd.DataFrame:

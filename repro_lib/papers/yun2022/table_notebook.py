@@ -20,9 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from ... import data, profiles
-from ...results.findings import (REGIME_DRIFT, claim_rows, dataset_label, grid_difference, num, say_findings,
-                                 seed_range, verdict_line, yellow_text)
-from ...results.findings import VERDICTS
+from ...results.findings import (REGIME_DRIFT, VERDICTS, claim_rows, dataset_label, grid_difference, num,
+                                 say_findings, seed_range, verdict_line, yellow_text)
 from ...results.findings import findings as column_findings
 from ...results import publish, rules, screen
 from ...results.tables import readable

@@ -135,7 +135,7 @@ def test_no_stage2_record_predates_the_plan():
 @pytest.mark.parametrize("key", ["adamp_adamw", "table4_b256", "section3_c2_optimum", "table11_b256_optimum"])
 def test_the_stage2_judgement_at_stage_one_reproduces_the_published_claim(key):
     """The code that judges stage 2, run on the stage-1 seeds at the stage-1 level, gives the published claim's
-    interval, gate and word: stage 2 changes the seeds and the level, nothing else."""
+    interval, gate, word and shown values (``ours``): stage 2 changes the seeds and the level, nothing else."""
     from repro_lib.papers import stage2
 
     t = {x.key: x for x in stage2.TARGETS}[key]
@@ -147,6 +147,7 @@ def test_the_stage2_judgement_at_stage_one_reproduces_the_published_claim(key):
     c = _at_stage_one(next(c for c in claims if c["item"] == t.item and c["claim"].startswith(t.claim[:40])))
     assert f["ci"] == pytest.approx(c["ci"], abs=1e-9)
     assert f["seeds"] == c["seeds"]
+    assert f["ours"] == c["ours"]   # the values a stage-2 claim shows are computed as the first stage's were
     assert (f["word"] in ("holds", "no")) == (c["word"] in ("holds", "no"))
 
 
@@ -203,3 +204,20 @@ def test_the_pooled_gap_at_stage_one_reproduces_the_published_claim():
     if f["seeds"] != int(c["item"].split()[1].rstrip(",")):
         pytest.skip("added columns already in the store: the stage-1 pooling is no longer recoverable this way")
     assert f["ci"] == pytest.approx(c["ci"], abs=1e-9)
+    assert f["ours"] == c["ours"]
+
+
+def test_found_paragraph_names_each_second_stage_claim_and_nothing_else():
+    """The "What we found" paragraph lists the claims judged at stage 2 with their new verdict, the claims still
+    waiting with their run count, and is empty for claims without a second stage."""
+    from repro_lib.results import publish
+
+    judged = {"item": "Table 2", "claim": "AdamP > AdamW", "stage": 2, "word": "no", "stage1": {"word": "undecided"},
+              "verdict": "no: AdamP − AdamW -2.00 [-3.51, -0.49] (5 seeds, 99 % interval; stage 1: undecided)"}
+    waiting = {"item": "Table 6", "claim": "yellow best", "word": "undecided",
+               "stage2": "3 of 55 planned stage-2 runs in the store; judged at stage 1"}
+    plain = {"item": "Table 1", "claim": "yellow best", "word": "holds", "verdict": "holds: ..."}
+    assert publish.stage_found([plain]) == ""
+    text = publish.stage_found([plain, judged, waiting])
+    assert judged["verdict"] in text and waiting["stage2"] in text and "Table 1" not in text
+    assert "judged again" in text and "judged again" not in publish.stage_found([waiting])

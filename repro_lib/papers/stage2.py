@@ -463,10 +463,12 @@ def _stage2_fields(t: Target, res: pd.DataFrame, rule2: rules.Rule) -> dict:
     if t.rule == "paired >":
         a = pd.Series(acc[res.optimizer == "adamp"].to_numpy(), index=res.seed[res.optimizer == "adamp"])
         b = pd.Series(acc[res.optimizer == "adamw"].to_numpy(), index=res.seed[res.optimizer == "adamw"])
+        both = a.dropna().index.intersection(b.dropna().index)  # the seeds the paired difference reads
         d = findings.difference(a.dropna(), b.dropna(), paired=True, level=level)
         word, reason = rules.decide(rule2, ci=(d.lo, d.hi), gate_ok=None, seeds=d.n)
         return {"ci": [d.lo, d.hi], "estimate": d.diff, "level": level, "seeds": d.n, "gate_ok": None,
-                "word": word, "reason": reason, "text": f"AdamP − AdamW {d.diff:+.2f} [{d.lo:+.2f}, {d.hi:+.2f}]"}
+                "word": word, "reason": reason, "text": f"AdamP − AdamW {d.diff:+.2f} [{d.lo:+.2f}, {d.hi:+.2f}]",
+                "ours": f"AdamP {a[both].mean():.1f}, AdamW {b[both].mean():.1f}"}
     cell = res["tuning_factor"].round(6)
     yellow = float(cell[res["yellow"]].iloc[0])
     per_seed = pd.DataFrame({"seed": res.seed, "cell": cell, "acc": acc}).pivot_table(
@@ -481,12 +483,13 @@ def _stage2_fields(t: Target, res: pd.DataFrame, rule2: rules.Rule) -> dict:
                                       level=level)
         if not math.isfinite(fit["lo"]):
             return {"ci": [None, None], "estimate": fit["ratio"], "level": level, "seeds": seeds,
-                    "gate_ok": settled, "word": "undecided", "scale": "ratio",
+                    "gate_ok": settled, "word": "undecided", "scale": "ratio", "ours": "",
                     "reason": f"no fitted optimum: {fit['reason'] or 'no interval'}", "text": "no fitted optimum"}
         word, reason = rules.decide(rule2, ci=(fit["lo"], fit["hi"]), gate_ok=settled, seeds=seeds)
         return {"ci": [fit["lo"], fit["hi"]], "estimate": fit["ratio"], "level": level, "seeds": seeds,
                 "gate_ok": settled, "word": word, "reason": reason, "scale": "ratio", "regime": regime,
-                "text": f"optimum / yellow tuning factor ×{fit['ratio']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]"}
+                "text": f"optimum / yellow tuning factor ×{fit['ratio']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]",
+                "ours": f"×{fit['ratio']:.2f} [{fit['lo']:.2f}, {fit['hi']:.2f}]"}
     contrasts = findings.pooled_contrasts(per_seed, yellow, level=level)
     cs = {f"{k:g}": [d.lo, d.hi] for k, d in contrasts.items()}
     word, reason = rules.decide(rule2, contrasts=list(cs.values()), gate_ok=settled, seeds=seeds)
@@ -496,6 +499,8 @@ def _stage2_fields(t: Target, res: pd.DataFrame, rule2: rules.Rule) -> dict:
     name = "yellow − second other" if need < len(ordered) else "yellow − best other"
     return {"ci": [deciding.lo, deciding.hi], "estimate": deciding.diff, "level": level, "seeds": seeds,
             "gate_ok": settled, "word": word, "reason": reason, "contrasts": cs, "deciding": name, "regime": regime,
+            "ours": "yellow " + findings.yellow_text({"yellow_mean": per_seed[yellow].mean(),
+                                                      "yellow_sd": per_seed[yellow].std()}),
             "text": (f"deciding contrast yellow − {'second' if need < len(ordered) else 'best'} other cell "
                      f"{deciding.diff:+.2f} [{deciding.lo:+.2f}, {deciding.hi:+.2f}] (pooled, "
                      f"{deciding.df:.0f} df)")}
@@ -594,7 +599,7 @@ REGIME_TEXT = {"li_arora_preresnet32": _li_arora_text, "backmatching_vgg": _back
 def _apply(row: dict, f: dict, entry: dict, rule2: rules.Rule, unit: str = "seeds") -> None:
     """Write stage 2's judgement ``f`` into the claim ``row``, the first stage's kept under ``stage1``."""
     err = entry["error_per_side"]["overall"]
-    row["stage1"] = {k: row.get(k) for k in ("word", "verdict", "ci", "seeds", "level", "contrasts")
+    row["stage1"] = {k: row.get(k) for k in ("word", "verdict", "ci", "seeds", "level", "contrasts", "ours")
                      if row.get(k) is not None}
     row.update(stage=2, procedure_error=err, ci=[_fin(v) for v in f["ci"]], estimate=_fin(f["estimate"]),
                level=f["level"], seeds=f["seeds"], gate_ok=f["gate_ok"], word=f["word"],
@@ -602,6 +607,8 @@ def _apply(row: dict, f: dict, entry: dict, rule2: rules.Rule, unit: str = "seed
     for k in ("deciding", "regime"):
         if f.get(k):
             row[k] = f[k]
+    if "ours" in f:   # the stage-2 values: the first stage's stay under ``stage1``
+        row["ours"] = f["ours"]
     if "contrasts" in f:
         row["contrasts"] = {k: [_fin(v) for v in ci] for k, ci in f["contrasts"].items()}
     if f.get("scale"):
@@ -632,7 +639,7 @@ def _pooled_gap_fields(rule2: rules.Rule, results_dir) -> dict:
     g = summary.pooled(cols.gap, cols.gap_se, level=rule2.level)
     word, reason = rules.decide(rule2, ci=(g["lo"], g["hi"]), real_data=False)
     return {"ci": [g["lo"], g["hi"]], "estimate": g["estimate"], "level": rule2.level, "seeds": g["k"],
-            "gate_ok": None, "word": word, "reason": reason,
+            "gate_ok": None, "word": word, "reason": reason, "ours": f"{g['estimate']:+.2f}",
             "text": (f"pooled yellow − best other cell {g['estimate']:+.2f} [{g['lo']:+.2f}, {g['hi']:+.2f}] points "
                      f"(random effects; between-column I² {100 * g['i2']:.0f} %)")}
 

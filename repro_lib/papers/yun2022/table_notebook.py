@@ -366,6 +366,7 @@ class YunTables:
         self._results: dict[str, pd.DataFrame] = {}  # table name -> its runs, for the first screen's lines
         self._found: dict[str, pd.DataFrame] = {}
         self._claims: dict[str, list[dict]] = {}  # table name -> its claim rows
+        self._judged: dict[str, list[dict]] = {}  # ... as recorded (the declared second stage applied)
         self._hashes: dict[str, set] = {}  # table name -> the store hashes of its runs
         self._sizes: dict[str, tuple] = {}  # table name -> (its column, {(cpu N, cpu B): paper column value})
 
@@ -499,6 +500,9 @@ class YunTables:
             display(Markdown(f"**{item}** ({data}). {text}\n\n" + say_columns(found, col)))
         self._results[name] = results
         self._record()
+        stage = publish.stage_found(self._judged.get(name, []))
+        if stage:   # claims of this table that the declared second stage judged again, or waits to
+            display(Markdown(stage))
         found.to_csv(self.out_dir / f"{name}_findings.csv", index=False)  # every column, for further analysis
         return readable(findings_view(found[~unrun_columns(found)], col))
 
@@ -507,7 +511,11 @@ class YunTables:
         lines (:meth:`conditions`, :meth:`rerun`)."""
         from ..stage2 import judge
 
-        rows = judge(self.notebook, [r for rows in self._claims.values() for r in rows], self.results_dir)
+        named = [(name, r) for name, rows in self._claims.items() for r in rows]
+        rows = judge(self.notebook, [r for _, r in named], self.results_dir)
+        self._judged = {}
+        for (name, _), r in zip(named, rows):   # the judged rows per table, for its second-stage paragraph
+            self._judged.setdefault(name, []).append(r)
         publish.record_claims(self.out_dir, rows, caveat=self.conditions(), rerun=self.rerun())
 
     def conditions(self) -> str:

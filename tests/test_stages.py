@@ -221,3 +221,15 @@ def test_found_paragraph_names_each_second_stage_claim_and_nothing_else():
     text = publish.stage_found([plain, judged, waiting])
     assert judged["verdict"] in text and waiting["stage2"] in text and "Table 1" not in text
     assert "judged again" in text and "judged again" not in publish.stage_found([waiting])
+
+
+def test_published_stage2_claims_agree_with_themselves():
+    """Every published claim judged at stage 2 shows stage 2's values: its seeds within the seeds per cell it
+    names, its interval at the stricter level, the first stage's fields kept apart."""
+    for f in sorted((ROOT / "reports" / "cpu").glob("*/claims.json")):
+        for c in json.loads(f.read_text()):
+            if c.get("stage") != 2:
+                continue
+            assert c["seeds"] <= c.get("seeds_max", c["seeds"]), (f.parent.name, c["item"])
+            assert c["level"] > c["stage1"]["level"] and c["rule"]["alpha"] in stages.STAGE2_ALPHA.values()
+            assert "stage2" not in c and c["stage1"]["word"] and c["procedure_error"] < 0.06

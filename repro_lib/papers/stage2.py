@@ -609,6 +609,8 @@ def _apply(row: dict, f: dict, entry: dict, rule2: rules.Rule, unit: str = "seed
             row[k] = f[k]
     if "ours" in f:   # the stage-2 values: the first stage's stay under ``stage1``
         row["ours"] = f["ours"]
+    if unit == "seeds" and row.get("seeds_max") is not None:   # the most seeds a cell holds, now stage 2's
+        row["seeds_max"] = max(int(row["seeds_max"]), int(f["seeds"]))
     if "contrasts" in f:
         row["contrasts"] = {k: [_fin(v) for v in ci] for k, ci in f["contrasts"].items()}
     if f.get("scale"):

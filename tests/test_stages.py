@@ -233,3 +233,16 @@ def test_published_stage2_claims_agree_with_themselves():
             assert c["seeds"] <= c.get("seeds_max", c["seeds"]), (f.parent.name, c["item"])
             assert c["level"] > c["stage1"]["level"] and c["rule"]["alpha"] in stages.STAGE2_ALPHA.values()
             assert "stage2" not in c and c["stage1"]["word"] and c["procedure_error"] < 0.06
+
+
+def test_first_screen_marks_the_stage2_verdicts():
+    """The first screen's table says which verdicts come from the declared second stage, and explains the mark."""
+    from repro_lib.results import publish
+
+    one = {"item": "Table 2", "claim": "AdamP > AdamW", "word": "no", "verdict": "no: ...", "stage": 2,
+           "stage1": {"word": "undecided"}, "ci": [-3.5, -0.5], "estimate": -2.0}
+    two = {"item": "Table 1", "claim": "SGDP > SGD", "word": "holds", "verdict": "holds: ...", "ci": [0.1, 1.0],
+           "estimate": 0.5}
+    text = publish.result_markdown([one, two])
+    assert "| no (stage 2) |" in text and "| holds |" in text and "*(stage 2)*: judged once more" in text
+    assert "(stage 2)" not in publish.result_markdown([two])

@@ -151,7 +151,9 @@ def result_markdown(rows: list[dict], caveat: str = "", rerun: str = "", glossar
     mark = {t: "" if len(texts) == 1 else f" ({chr(ord('a') + i)})" for i, t in enumerate(texts)}
     head = ["claim", *({"ours": "ours", "paper_value": "paper"}[k] for k in has), "verdict", "deciding interval"]
     lines = markdown_lines(head, [[r["item"] + mark[r["claim"]] if shared else f"{r['item']}: {r['claim']}",
-                                   *(r.get(k, "") for k in has), r["word"], deciding_text(r) or "—"]
+                                   *(r.get(k, "") for k in has),
+                                   r["word"] + (" (stage 2)" if r.get("stage") == 2 else ""),
+                                   deciding_text(r) or "—"]
                                   for r in ran])
     data = sorted({r["data"] for r in rows if r.get("data")})
     counted = word_counts([r["word"] for r in ran], mark="*", none="")
@@ -171,6 +173,9 @@ def result_markdown(rows: list[dict], caveat: str = "", rerun: str = "", glossar
     for k in same:
         out += [f"*{'Ours' if k == 'ours' else 'The paper'}, in every row:* {ran[0][k]}.", ""]
     out += lines if ran else ["No claim has a run behind it yet."]
+    if any(r.get("stage") == 2 for r in ran):
+        out += ["", "*(stage 2)*: judged once more at the declared second stage (`reports/cpu/stage2_plan.json`), "
+                    "on more seeds at a stricter level; the audit gives both stages and the procedure's error."]
     notes = list(dict.fromkeys(r["note"] for r in ran if r.get("note")))
     out += ["", *(f"- {n}" for n in notes)] if notes else []
     if len(ran) < len(rows):

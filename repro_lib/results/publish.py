@@ -253,6 +253,15 @@ def stage_found(claims: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def show_stage_found(claims: list[dict]) -> None:
+    """Display :func:`stage_found`'s paragraph under a notebook's *What we found*, where it has one."""
+    text = stage_found(claims)
+    if text:
+        from IPython.display import Markdown, display
+
+        display(Markdown(text))
+
+
 def _finite(v) -> bool:
     """``v`` is a finite number (a claims.json field may be absent, None or NaN)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

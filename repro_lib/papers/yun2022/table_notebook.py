@@ -500,9 +500,7 @@ class YunTables:
             display(Markdown(f"**{item}** ({data}). {text}\n\n" + say_columns(found, col)))
         self._results[name] = results
         self._record()
-        stage = publish.stage_found(self._judged.get(name, []))
-        if stage:   # claims of this table that the declared second stage judged again, or waits to
-            display(Markdown(stage))
+        publish.show_stage_found(self._judged.get(name, []))   # this table's claims the second stage reached
         found.to_csv(self.out_dir / f"{name}_findings.csv", index=False)  # every column, for further analysis
         return readable(findings_view(found[~unrun_columns(found)], col))
 

@@ -172,7 +172,31 @@ def test_judge_leaves_a_claim_whose_stage2_runs_are_missing_at_stage_one(tmp_pat
     target = next(c for c in out if c["claim"] == "test accuracy: AdamP > AdamW")
     assert target["word"] == next(c for c in claims if c["claim"] == target["claim"])["word"]
     assert "stage" not in target and target["stage2"].startswith("0 of 4 planned stage-2 runs")
+    # what would decide it is the declared second stage, not the first stage's estimate at its own level
+    assert target["to_decide"].startswith("its declared second stage: seeds 3-4 (5 seeds in all), judged once at "
+                                          "α = 0.005 per side")
+    assert "4 of its 4 runs still to train" in target["to_decide"]
     assert out[0] == claims[0] and out[0] is not claims[0]
+
+
+def test_parts_split_each_target_into_disjoint_stacked_groups():
+    from repro_lib.papers import stage2
+
+    for key, plan in stage2.all_runs():
+        block = int(plan.attrs.get("max_members", 1))
+        for k in (1, 2, 3):
+            parts = [stage2.part_of(plan, (i, k)) for i in range(1, k + 1)]
+            hashes = [c.hash for p in parts for c in p.cfg]
+            assert sorted(hashes) == sorted(c.hash for c in plan.cfg), (key, k)   # every run, once
+            assert all(p.attrs == plan.attrs for p in parts)
+            if k == 2 and len(plan) > block:   # whole stacked groups, dealt round-robin
+                assert list(parts[0].index[:block]) == list(range(block))
+                assert list(parts[1].index[:block]) == list(range(block, min(2 * block, len(plan))))
+    with pytest.raises(ValueError, match="part: 3/2"):
+        stage2.part_of(plan, (3, 2))
+    for bad in ("0/2", "3/2", "x"):
+        with pytest.raises(SystemExit):
+            stage2.main(["train", "--part", bad, "--only", "nothing"])
 
 
 def test_shortest_settled_phase_reads_the_gate_on_every_longer_phase():

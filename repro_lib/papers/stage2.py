@@ -28,7 +28,8 @@ published as they are.
 
 ``python -m repro_lib.papers.stage2 plan`` writes the plan (``--check``: fails if the committed one differs);
 ``python -m repro_lib.papers.stage2 train --data-root DIR`` trains its runs into the store under ``reports/``
-in the plan's order, resumable (a finished run is never trained again); ``status`` counts what is in the store.
+in the plan's order, resumable (a finished run is never trained again; ``--part I/K`` trains part I of K, so K
+processes can share the work without training a run twice); ``status`` counts what is in the store.
 """
 from __future__ import annotations
 
@@ -381,15 +382,34 @@ def all_runs(keys=None) -> list[tuple[str, pd.DataFrame]]:
     return [(t.key, t.runs()) for t in TARGETS if keys is None or t.key in keys]
 
 
-def train(data_root: str, results_dir: str = "reports", keys=None, progress: bool = True) -> None:
-    """Train every planned run the store lacks, target by target in the plan's order (resumable)."""
+def part_of(plan: pd.DataFrame, part: tuple[int, int]) -> pd.DataFrame:
+    """Part ``i`` of ``k`` (``part``: ``(i, k)``, 1 <= i <= k) of a target's planned runs: its blocks of
+    ``plan.attrs["max_members"]`` consecutive runs (one stacked group's worth: the same cell, successive seeds),
+    dealt round-robin to the ``k`` parts. The split depends on the plan alone, not on what the store holds, so
+    ``k`` processes started at any time, each with its own ``i``, never train the same run."""
+    i, k = part
+    if not (isinstance(i, int) and isinstance(k, int) and 1 <= i <= k):
+        raise ValueError(f"part: {i}/{k}; give i/k with 1 <= i <= k")
+    block = max(1, int(plan.attrs.get("max_members", 1)))
+    out = plan[[(j // block) % k == i - 1 for j in range(len(plan))]]
+    out.attrs = dict(plan.attrs)
+    return out
+
+
+def train(data_root: str, results_dir: str = "reports", keys=None, progress: bool = True,
+          part: tuple[int, int] = (1, 1)) -> None:
+    """Train every planned run the store lacks, target by target in the plan's order (resumable). ``part``
+    ``(i, k)``: only part ``i`` of ``k`` of each target's runs (:func:`part_of`), for ``k`` processes sharing the
+    cores, each on its own part."""
     from ..runs.sweep import run_sweep
     from ..store import Store
 
     store = Store(results_dir)
     for key, plan in all_runs(keys):
+        plan = part_of(plan, part)
         todo = sum(store.get(c) is None for c in plan.cfg)
-        print(f"{key}: {len(plan)} runs, {todo} to train", flush=True)
+        print(f"{key}{'' if part == (1, 1) else f' (part {part[0]}/{part[1]})'}: {len(plan)} runs, "
+              f"{todo} to train", flush=True)
         if todo:
             run_sweep(plan, store=store, data_root=data_root, progress=progress,
                       max_members=int(plan.attrs.get("max_members", 1)), label=key)
@@ -414,6 +434,8 @@ def main(argv=None) -> int:
     t.add_argument("--data-root", default=os.environ.get("REPRO_DATA_ROOT", "data"))
     t.add_argument("--results-dir", default="reports")
     t.add_argument("--only", nargs="*", default=None, help="target keys")
+    t.add_argument("--part", default="1/1", metavar="I/K",
+                   help="train only part I of K of each target's runs (K processes, each its own I)")
     s = sub.add_parser("status", help="planned runs and how many the store holds")
     s.add_argument("--results-dir", default="reports")
     a = ap.parse_args(argv)
@@ -427,7 +449,13 @@ def main(argv=None) -> int:
         d = write_plan(sims=a.sims)
         print(f"{PLAN_PATH}: {len(d['targets'])} targets, {d['expected_cpu_hours']} cpu hours expected")
     elif a.cmd == "train":
-        train(a.data_root, a.results_dir, a.only)
+        try:
+            i, k = (int(v) for v in a.part.split("/"))
+        except ValueError:
+            ap.error(f"--part: {a.part!r}; give I/K, e.g. 1/2")
+        if not 1 <= i <= k:
+            ap.error(f"--part: {a.part!r}; give I/K with 1 <= I <= K")
+        train(a.data_root, a.results_dir, a.only, part=(i, k))
     else:
         print(status(a.results_dir).to_string(index=False))
     return 0
@@ -537,6 +565,7 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
         have = int((added["status"] != "missing").sum())
         if have < len(added):
             row["stage2"] = f"{have} of {len(added)} planned stage-2 runs in the store; judged at stage 1"
+            row["to_decide"] = waiting_text(entry, have, len(added))
             continue
         r1 = rules.rule(t.rule)
         if row.get("rule", {}).get("margin") is not None and r1.margin != row["rule"]["margin"]:
@@ -551,6 +580,19 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
             res = pd.concat([_collect(_stage1_runs(t), results_dir), added], ignore_index=True)
             _apply(row, _stage2_fields(t, res.drop_duplicates("hash").reset_index(drop=True), rule2), entry, rule2)
     return out
+
+
+def waiting_text(entry: dict, have: int, runs: int) -> str:
+    """What would decide a claim whose declared second stage is still training (its ``to_decide``): the plan's
+    entry ``entry`` (what it adds, the stage-2 level, the procedure's error) and the runs left of ``runs``. It
+    replaces the first stage's estimate, which was made at the first stage's level and is not the procedure that
+    will judge the claim."""
+    s2 = entry["stage2"]
+    unit = "columns" if entry["kind"] == "columns" else "seeds"
+    return (f"its declared second stage: {s2['adds']} ({s2['n']} {unit} in all), judged once at "
+            f"α = {s2['alpha']:g} per side (the two-stage procedure errs at most "
+            f"{entry['error_per_side']['overall']:.3f} per side); {runs - have} of its {runs} runs still to train "
+            f"(`python -m repro_lib.papers.stage2 train`)")
 
 
 def _li_arora_text(results_dir) -> str:

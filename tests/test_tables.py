@@ -154,6 +154,29 @@ def test_plot_angular_draws_the_prediction_until_the_first_lr_decay():
     assert [t.get_text() for t in ax4.texts] == ["arccos(1−TF)"]
 
 
+def test_plot_angular_band_over_seeds_is_the_same_on_every_render():
+    """The bootstrap band over seeds is seeded: rendering the same runs twice draws the same figure (a published
+    figure changes only when its runs do)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(0)
+    hist = pd.DataFrame({"run": ["a"] * 200 + ["b"] * 200, "epoch": list(range(1, 11)) * 40,
+                         "angular_update": rng.uniform(0.05, 0.3, 400)})   # 20 seeds: an unseeded band varies
+
+    def band():
+        ax = figures.plot_angular(hist, hue="run")
+        paths = [c.get_paths()[0].vertices.copy() for c in ax.collections if c.get_paths()]
+        plt.close(ax.figure)
+        return paths
+
+    first, second = band(), band()
+    assert len(first) == 2   # one band per run name, over its seeds
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+
+
 def test_best_styler_marks_the_best_of_each_column_in_text_and_css():
     frame = pd.DataFrame({"vgg11": [90.0, 91.5, np.nan], "vgg13": [92.0, 91.0, 93.25]}, index=["SGD", "LARS", "OURS"])
     html = tables.best_styler(frame, caption="c").to_html()

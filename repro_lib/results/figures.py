@@ -153,7 +153,8 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
     after a ÷10 decay Eq. 27's factor is 10× smaller). For Δθ the y-axis is cut at 1.15× the largest value after
     epoch 2 (the first epochs' rotation away from the initialization would flatten the rest; noted on the axis).
     ``legend_title``: the legend's title (None: the ``hue`` column's name; "": none, for labels that say what they
-    are, :func:`cell_labels`)."""
+    are, :func:`cell_labels`). A ``hue`` value with several runs (seeds) is drawn as their mean with a 95 %
+    bootstrap band, seeded so that the figure is the same on every render."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -163,7 +164,7 @@ def plot_angular(hist: pd.DataFrame, hue: str, ax=None, predicted: dict | None =
         ax.text(0.5, 0.5, "runs missing: none in the store yet", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(title)
         return ax
-    sns.lineplot(data=hist, x="epoch", y=y, hue=hue, ax=ax, palette="tab10")
+    sns.lineplot(data=hist, x="epoch", y=y, hue=hue, ax=ax, palette="tab10", seed=0)
     end = hist["epoch"].max()
     if "lr" in hist:  # the first epoch whose LR is below its run's initial LR: the prediction's range ends there
         decayed = hist.loc[hist["lr"] < 0.999 * hist.groupby(hue)["lr"].transform("first"), "epoch"]

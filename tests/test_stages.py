@@ -179,6 +179,25 @@ def test_judge_leaves_a_claim_whose_stage2_runs_are_missing_at_stage_one(tmp_pat
     assert out[0] == claims[0] and out[0] is not claims[0]
 
 
+def test_status_prices_each_target_from_the_plan_and_the_store(tmp_path, plan):
+    from repro_lib.papers import stage2
+
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "stage2_plan.json").write_text(PLAN.read_text())
+    empty = stage2.status(tmp_path)
+    assert list(empty.target) == [t["key"] for t in plan["targets"]]
+    assert list(empty.planned_minutes) == [t["expected_cpu_minutes"] for t in plan["targets"]]
+    assert (empty.finished == 0).all() and (empty.recorded_minutes == 0).all()
+    published = stage2.status(ROOT / "reports", keys=["adamp_adamw"]).set_index("target")
+    done = published.loc["adamp_adamw"]   # complete in the published store: its four runs' recorded minutes
+    from repro_lib.store import Store
+
+    (_, runs), = stage2.all_runs(["adamp_adamw"])
+    store = Store(ROOT / "reports")
+    assert done.finished == 4 and done.recorded_minutes == pytest.approx(
+        sum(store.get(c)["train_seconds"] for c in runs.cfg) / 60, abs=0.05)
+
+
 def test_parts_split_each_target_into_disjoint_stacked_groups():
     from repro_lib.papers import stage2
 

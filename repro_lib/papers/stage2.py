@@ -29,7 +29,8 @@ published as they are.
 ``python -m repro_lib.papers.stage2 plan`` writes the plan (``--check``: fails if the committed one differs);
 ``python -m repro_lib.papers.stage2 train --data-root DIR`` trains its runs into the store under ``reports/``
 in the plan's order, resumable (a finished run is never trained again; ``--part I/K`` trains part I of K, so K
-processes can share the work without training a run twice); ``status`` counts what is in the store.
+processes can share the work without training a run twice); ``status`` counts what is in the store and
+the training minutes those runs recorded beside the plan's estimate.
 """
 from __future__ import annotations
 
@@ -415,12 +416,21 @@ def train(data_root: str, results_dir: str = "reports", keys=None, progress: boo
                       max_members=int(plan.attrs.get("max_members", 1)), label=key)
 
 
-def status(results_dir: str = "reports", keys=None) -> pd.DataFrame:
+def status(results_dir: str = "reports", keys=None, plan_path: Path | None = None) -> pd.DataFrame:
+    """Per target: its planned ``runs``, how many the store under ``results_dir`` holds (``finished``), the plan's
+    ``planned_minutes`` for all of them and the training minutes the held ones recorded (``recorded_minutes``),
+    so that the rest can be priced at the measured rate rather than the plan's estimate."""
     from ..store import Store
 
     store = Store(results_dir)
-    rows = [{"target": k, "runs": len(p), "finished": sum(store.get(c) is not None for c in p.cfg)}
-            for k, p in all_runs(keys)]
+    path = Path(plan_path or Path(results_dir) / PROFILE / "stage2_plan.json")
+    planned = {e["key"]: e["expected_cpu_minutes"] for e in load_plan(path)["targets"]} if path.exists() else {}
+    rows = []
+    for k, p in all_runs(keys):
+        held = [store.get(c) for c in p.cfg]
+        held = [r for r in held if r is not None]
+        rows.append({"target": k, "runs": len(p), "finished": len(held), "planned_minutes": planned.get(k),
+                     "recorded_minutes": round(sum(float(r.get("train_seconds") or 0) for r in held) / 60, 1)})
     return pd.DataFrame(rows)
 
 
@@ -436,7 +446,7 @@ def main(argv=None) -> int:
     t.add_argument("--only", nargs="*", default=None, help="target keys")
     t.add_argument("--part", default="1/1", metavar="I/K",
                    help="train only part I of K of each target's runs (K processes, each its own I)")
-    s = sub.add_parser("status", help="planned runs and how many the store holds")
+    s = sub.add_parser("status", help="planned runs, how many the store holds, planned and recorded minutes")
     s.add_argument("--results-dir", default="reports")
     a = ap.parse_args(argv)
     if a.cmd == "plan":

@@ -383,14 +383,23 @@ def all_runs(keys=None) -> list[tuple[str, pd.DataFrame]]:
     return [(t.key, t.runs()) for t in TARGETS if keys is None or t.key in keys]
 
 
+def check_part(part) -> tuple[int, int]:
+    """``part`` as ``(i, k)``, two integers with 1 <= i <= k; a ValueError naming it otherwise."""
+    try:
+        i, k = part
+    except (TypeError, ValueError):
+        raise ValueError(f"part: {part!r}; give (i, k) with 1 <= i <= k") from None
+    if not (isinstance(i, int) and isinstance(k, int) and 1 <= i <= k):
+        raise ValueError(f"part: {i}/{k}; give i/k with 1 <= i <= k")
+    return i, k
+
+
 def part_of(plan: pd.DataFrame, part: tuple[int, int]) -> pd.DataFrame:
     """Part ``i`` of ``k`` (``part``: ``(i, k)``, 1 <= i <= k) of a target's planned runs: its blocks of
     ``plan.attrs["max_members"]`` consecutive runs (one stacked group's worth: the same cell, successive seeds),
     dealt round-robin to the ``k`` parts. The split depends on the plan alone, not on what the store holds, so
     ``k`` processes started at any time, each with its own ``i``, never train the same run."""
-    i, k = part
-    if not (isinstance(i, int) and isinstance(k, int) and 1 <= i <= k):
-        raise ValueError(f"part: {i}/{k}; give i/k with 1 <= i <= k")
+    i, k = check_part(part)
     block = max(1, int(plan.attrs.get("max_members", 1)))
     out = plan[[(j // block) % k == i - 1 for j in range(len(plan))]]
     out.attrs = dict(plan.attrs)
@@ -460,12 +469,10 @@ def main(argv=None) -> int:
         print(f"{PLAN_PATH}: {len(d['targets'])} targets, {d['expected_cpu_hours']} cpu hours expected")
     elif a.cmd == "train":
         try:
-            i, k = (int(v) for v in a.part.split("/"))
+            part = check_part(tuple(int(v) for v in a.part.split("/")))
         except ValueError:
-            ap.error(f"--part: {a.part!r}; give I/K, e.g. 1/2")
-        if not 1 <= i <= k:
-            ap.error(f"--part: {a.part!r}; give I/K with 1 <= I <= K")
-        train(a.data_root, a.results_dir, a.only, part=(i, k))
+            ap.error(f"--part: {a.part!r}; give I/K with 1 <= I <= K, e.g. 1/2")
+        train(a.data_root, a.results_dir, a.only, part=part)
     else:
         print(status(a.results_dir).to_string(index=False))
     return 0

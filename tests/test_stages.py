@@ -289,3 +289,16 @@ def test_first_screen_marks_the_stage2_verdicts():
     text = publish.result_markdown([one, two])
     assert "| no (stage 2) |" in text and "| holds |" in text and "*(stage 2)*: judged once more" in text
     assert "(stage 2)" not in publish.result_markdown([two])
+
+
+def test_bottom_line_counts_the_stage2_verdicts_in_a_sentence_of_their_own():
+    """The README's bottom line says how many verdicts the second stage gave and how many claims wait for it, after
+    the verdict counts (not inside the *not run* count), and says nothing of it when there is none."""
+    from repro_lib.results import publish
+
+    claims = [{"word": "holds", "stage": 2}, {"word": "undecided", "stage": 2}, {"word": "undecided", "stage2": {"x": 1}},
+              {"word": "holds"}]
+    text = publish._stage2_words(claims)
+    assert text.startswith(" 2 of these verdicts come from a declared second stage") and "1 more claim waits" in text
+    assert "2 more claims wait" in publish._stage2_words([*claims, {"word": "no", "stage2": {"x": 1}}])
+    assert publish._stage2_words([{"word": "holds"}]) == ""

@@ -577,21 +577,22 @@ def bottom_line(reports: str | os.PathLike = "reports", link=lambda path: path) 
     n = {w: words.count(w) for w in (*VERDICTS, "not run")}
     out.append(f"Of {len(every)} published claims: *holds* {n['holds']}, *no* {n['no']}, *undecided* "
                f"{n['undecided']} (the interval within the noise), *not judged* {n[NOT_JUDGED]} (the regime the "
-               f"claim speaks of was not reached), *not run* {n['not run']}{_stage2_words(every)}; the papers' "
-               f"margins of tenths of a "
-               f"point need the `gpu` profile. Every claim with its numbers and rule: "
+               f"claim speaks of was not reached), *not run* {n['not run']}; the papers' margins of tenths of a "
+               f"point need the `gpu` profile.{_stage2_words(every)} Every claim with its numbers and rule: "
                f"[`reports/README.md`]({link('reports/README.md')}); the words: [glossary]({link(GLOSSARY)}).")
     return " ".join(out)
 
 
 def _stage2_words(claims: list[dict]) -> str:
-    """", of which N judged at a declared second stage (K planned)" for the bottom line, or ""."""
+    """The bottom line's sentence on the declared second stage (a leading space), or "" without one: how many of
+    the verdicts it gave, how many targeted claims still wait for its runs."""
     judged = sum(c.get("stage") == 2 for c in claims)
     planned = sum(bool(c.get("stage2")) for c in claims)
     if not judged and not planned:
         return ""
-    return (f" ({judged} judged at the declared second stage, "
-            f"{planned} more waiting for its runs: `reports/cpu/stage2_plan.json`)")
+    return (f" {judged} of these verdicts come from a declared second stage (more seeds or grid cells, planned "
+            f"before their runs: `reports/cpu/stage2_plan.json`); {planned} more "
+            f"{'claim waits' if planned == 1 else 'claims wait'} for its runs.")
 
 
 def section_table(reports: str | os.PathLike = "reports", link=lambda path: path) -> str:

@@ -1,10 +1,12 @@
 """The declared second stage: the two-stage procedure's error (``results.stages``) and the committed plan
 (``papers.stage2``, ``reports/cpu/stage2_plan.json``)."""
+import dataclasses
 import json
 import math
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from repro_lib.results import rules, stages
@@ -149,6 +151,30 @@ def test_the_stage2_judgement_at_stage_one_reproduces_the_published_claim(key):
     assert f["seeds"] == c["seeds"]
     assert f["ours"] == c["ours"]   # the values a stage-2 claim shows are computed as the first stage's were
     assert (f["word"] in ("holds", "no")) == (c["word"] in ("holds", "no"))
+
+
+def test_an_optimum_without_a_fit_says_why_and_where_the_best_cell_is():
+    """Table 11's B = 256 optimum at its second stage: the quadratic misses the cell means, so no optimum and no
+    interval; the verdict names the lack-of-fit p and the best cell, whose mean the records give directly."""
+    from repro_lib.papers import stage2
+    from repro_lib.results import findings
+
+    t = {x.key: x for x in stage2.TARGETS}["table11_b256_optimum"]
+    res = pd.concat([stage2._collect(stage2._stage1_runs(t), ROOT / "reports"),
+                     stage2._collect(t.runs(), ROOT / "reports")], ignore_index=True).drop_duplicates("hash")
+    if (res["status"] == "missing").any():
+        pytest.skip("the published records are not in this checkout")
+    f = stage2._stage2_fields(t, res.reset_index(drop=True), dataclasses.replace(rules.rule(t.rule), alpha=0.01))
+    means = res.groupby(res["tuning_factor"].round(6))["test_acc"].mean()
+    yellow = float(res["tuning_factor"].round(6)[res["yellow"]].iloc[0])
+    assert f["word"] == "undecided" and f["ci"] == [None, None]
+    assert f"the best cell mean {means.max():.2f} %" in f["text"]
+    assert f"×{means.idxmax() / yellow:.2g} of the yellow tuning factor" in f["text"]
+    p = float(f["text"].split("lack-of-fit p = ")[1].split(")")[0])
+    assert p < findings.FIT_P_MIN
+    claims = json.loads((ROOT / "reports" / "cpu" / t.notebook / "claims.json").read_text())
+    c = next(c for c in claims if c["item"] == t.item and c["claim"].startswith(t.claim[:40]))
+    assert c["stage"] == 2 and f["text"] in c["verdict"]
 
 
 def _at_stage_one(c: dict) -> dict:

@@ -527,9 +527,15 @@ def _stage2_fields(t: Target, res: pd.DataFrame, rule2: rules.Rule) -> dict:
         fit = findings.fitted_optimum(res["tuning_factor"][ok.to_numpy()], acc[ok], res.seed[ok], yellow,
                                       level=level)
         if not math.isfinite(fit["lo"]):
+            means = per_seed.mean()
+            best = float(means.idxmax())
+            lack = (f" (lack-of-fit p = {fit['fit_p']:.2g})" if math.isfinite(fit["fit_p"])
+                    and fit["reason"] == "the quadratic misses the cells" else "")
             return {"ci": [None, None], "estimate": fit["ratio"], "level": level, "seeds": seeds,
-                    "gate_ok": settled, "word": "undecided", "scale": "ratio", "ours": "",
-                    "reason": f"no fitted optimum: {fit['reason'] or 'no interval'}", "text": "no fitted optimum"}
+                    "gate_ok": settled, "word": "undecided", "scale": "ratio", "ours": "", "regime": regime,
+                    "reason": f"no fitted optimum: {fit['reason'] or 'no interval'}",
+                    "text": (f"no fitted optimum{lack}; the best cell mean {means[best]:.2f} % at ×{best / yellow:.2g}"
+                             f" of the yellow tuning factor, the yellow cell {means[yellow]:.2f} %")}
         word, reason = rules.decide(rule2, ci=(fit["lo"], fit["hi"]), gate_ok=settled, seeds=seeds)
         return {"ci": [fit["lo"], fit["hi"]], "estimate": fit["ratio"], "level": level, "seeds": seeds,
                 "gate_ok": settled, "word": word, "reason": reason, "scale": "ratio", "regime": regime,

@@ -263,15 +263,13 @@ def test_regime_measurements_wait_for_their_runs(tmp_path):
 
 
 def test_the_pooled_gap_at_stage_one_reproduces_the_published_claim():
-    """Without the added columns in the store, the stage-2 pooling code at the stage-1 level is the published
-    pooled gap (the added columns count only once they have runs)."""
+    """Without the added columns, the stage-2 pooling code at the stage-1 level is the published pooled gap."""
     from repro_lib.papers import stage2
 
     claims = json.loads((ROOT / "reports" / "cpu" / "yun2022_summary" / "claims.json").read_text())
     c = _at_stage_one(next(c for c in claims if c.get("rule", {}).get("relation") == "≳"))
-    f = stage2._pooled_gap_fields(rules.rule("pooled gap"), ROOT / "reports")
-    if f["seeds"] != int(c["item"].split()[1].rstrip(",")):
-        pytest.skip("added columns already in the store: the stage-1 pooling is no longer recoverable this way")
+    f = stage2._pooled_gap_fields(rules.rule("pooled gap"), ROOT / "reports", added=())
+    assert f["seeds"] == int(c["item"].split()[1].rstrip(","))
     assert f["ci"] == pytest.approx(c["ci"], abs=1e-9)
     assert f["ours"] == c["ours"]
 
@@ -328,3 +326,31 @@ def test_bottom_line_counts_the_stage2_verdicts_in_a_sentence_of_their_own():
     assert text.startswith(" 2 of these verdicts come from a declared second stage") and "1 more claim waits" in text
     assert "2 more claims wait" in publish._stage2_words([*claims, {"word": "no", "stage2": {"x": 1}}])
     assert publish._stage2_words([{"word": "holds"}]) == ""
+
+
+def test_runs_ending_on_a_batch_of_one_image_are_refused_before_training_and_named(tmp_path, monkeypatch):
+    """n mod B = 1 leaves a last batch of one image, which the ResNet-18's BN over its pooled features cannot
+    normalize: ``stage2.train`` trains the other runs and names the refused ones instead of failing mid-sweep."""
+    from repro_lib.papers import stage2
+    from repro_lib.runs import sweep
+
+    plan = {x.key: x for x in stage2.TARGETS}["pooled_gap"].runs()
+    lone = stage2.lone_last_image(plan)
+    assert sorted({(c.n, c.batch_size) for c in plan.cfg[lone]}) == [(391, 2), (781, 4)]
+    assert all(int(c.n) % int(c.batch_size) != 1 for c in plan.cfg[~lone])
+    trained = []
+    monkeypatch.setattr(stage2, "all_runs", lambda keys=None: [("pooled_gap", plan)])
+    monkeypatch.setattr(sweep, "run_sweep", lambda p, **kw: trained.extend(c.hash for c in p.cfg))
+    with pytest.raises(SystemExit, match=r"6 planned run\(s\) refused: n mod batch_size = 1") as e:
+        stage2.train("unused", results_dir=tmp_path, progress=False)
+    assert "n = 391, batch_size = 2" in str(e.value) and "n = 781, batch_size = 4" in str(e.value)
+    assert set(trained) == {c.hash for c in plan.cfg[~lone]}
+
+
+def test_a_waiting_claim_says_how_many_of_its_runs_cannot_train_as_planned():
+    from repro_lib.papers import stage2
+
+    entry = next(e for e in json.loads(PLAN.read_text())["targets"] if e["key"] == "pooled_gap")
+    assert "cannot train" not in stage2.waiting_text(entry, 100, 144)
+    text = stage2.waiting_text(entry, 100, 144, blocked=6)
+    assert "44 of its 144 runs still to train" in text and "6 of them cannot train as planned" in text

@@ -406,6 +406,11 @@ def part_of(plan: pd.DataFrame, part: tuple[int, int]) -> pd.DataFrame:
     return out
 
 
+#: why a run whose last training batch is one image cannot train (:func:`lone_last_image`)
+LONE_LAST_IMAGE = ("n mod batch_size = 1 leaves a last training batch of one image, which batch norm cannot normalize "
+                   "in training mode")
+
+
 def lone_last_image(plan: pd.DataFrame) -> pd.Series:
     """Which planned runs would end every epoch on a training batch of one image (``n mod batch_size == 1``,
     ``drop_last`` being False). Batch norm cannot normalize a single sample in training mode where a layer has no
@@ -438,8 +443,7 @@ def train(data_root: str, results_dir: str = "reports", keys=None, progress: boo
             run_sweep(plan, store=store, data_root=data_root, progress=progress,
                       max_members=int(plan.attrs.get("max_members", 1)), label=key)
     if refused:
-        raise SystemExit(f"{len(refused)} planned run(s) refused: n mod batch_size = 1 leaves a last training batch of "
-                         "one image, which batch norm cannot normalize in training mode (the ResNet-18's BN over its "
+        raise SystemExit(f"{len(refused)} planned run(s) refused: {LONE_LAST_IMAGE} (the ResNet-18's BN over its "
                          "pooled features); their targets stay waiting:\n  " + "\n  ".join(refused))
 
 
@@ -602,11 +606,11 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
                    None)
         if row is None:
             continue
-        added = _collect(t.runs(), results_dir)
+        runs = t.runs()
+        added = _collect(runs, results_dir)
         have = int((added["status"] != "missing").sum())
         if have < len(added):
             row["stage2"] = f"{have} of {len(added)} planned stage-2 runs in the store; judged at stage 1"
-            runs = t.runs()
             blocked = int((lone_last_image(runs).to_numpy() & (added["status"] == "missing").to_numpy()).sum())
             row["to_decide"] = waiting_text(entry, have, len(added), blocked)
             continue
@@ -636,8 +640,7 @@ def waiting_text(entry: dict, have: int, runs: int, blocked: int = 0) -> str:
             f"α = {s2['alpha']:g} per side (the two-stage procedure errs at most "
             f"{entry['error_per_side']['overall']:.3f} per side); {runs - have} of its {runs} runs still to train "
             f"(`python -m repro_lib.papers.stage2 train`)"
-            + (f"; {blocked} of them cannot train as planned: n mod batch_size = 1 leaves a last training batch of "
-               f"one image, which batch norm cannot normalize in training mode" if blocked else ""))
+            + (f"; {blocked} of them cannot train as planned: {LONE_LAST_IMAGE}" if blocked else ""))
 
 
 def _li_arora_text(results_dir) -> str:

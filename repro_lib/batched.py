@@ -414,8 +414,8 @@ def member_bytes(cfg: RunConfig) -> int:
       copies (calibrated with its earlier transposed-copy form), the grouped-conv / cudnn.benchmark workspaces and
       the allocator's slack;
     * with ``cuda_graphs``: the captured graph keeps one full batch's activations in its private pool, and the
-      ragged last batch of an epoch (N mod B images, ``drop_last`` is always False) runs eagerly beside it, so
-      its activations are added.
+      ragged last batch of an epoch (N mod B images, ``drop_last`` is False; none when N mod B is 1, as that lone
+      image is dropped: ``data.train_steps``) runs eagerly beside it, so its activations are added.
 
     The factor 5.5 is calibrated on ``torch.cuda.max_memory_allocated`` (H200, fp32, channels_last,
     cudnn.benchmark, eager; benchmarks/results_h200.json): a width-64 ResNet-18 member at B = 128 peaks at
@@ -444,7 +444,8 @@ def member_bytes(cfg: RunConfig) -> int:
         weights = sum(t.numel() for t in list(model.parameters()) + list(model.buffers()))
         _MEMBER_BYTES[key] = (weights, acts[0])
     weights, acts = _MEMBER_BYTES[key]
-    rows = cfg.batch_size + (cfg.n % cfg.batch_size if cfg.cuda_graphs else 0)
+    ragged = cfg.n % cfg.batch_size if cfg.n else 0
+    rows = cfg.batch_size + (ragged if cfg.cuda_graphs and ragged > 1 else 0)  # a lone image: dropped
     return int(32 * weights + 5.5 * 4 * rows * acts)
 
 
@@ -616,7 +617,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
                for t, c in zip(trains, cfgs)]
     feed = _StackedBatches(batches)
     test_batches = data_mod.TensorBatches(test, eval_batch_size, train=False)
-    spe = len(batches[0])
+    spe, seen = len(batches[0]), batches[0].images  # seen: data.train_steps
     n_train, bsz = len(trains[0]), cfgs[0].batch_size
 
     models = [build_model(c, trains[0].num_classes).to(device) for c in cfgs]
@@ -688,8 +689,8 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
             step += 1
         last = epoch * spe + spe - 1
         fin = stack.finite().tolist()
-        train_loss = (loss_sum / n_train).tolist()
-        train_acc = (100.0 * correct.double() / n_train).tolist()
+        train_loss = (loss_sum / seen).tolist()
+        train_acc = (100.0 * correct.double() / seen).tolist()
         seconds = (time.perf_counter() - t0) / M
         evals = None
         keep = []
@@ -705,7 +706,7 @@ def _train_group(cfgs, states, start_epoch, device, store, data_root, download, 
                 if keep_states:
                     final_states[a] = {k: v.cpu() for k, v in stack.member_state_dict(m).items()}
                 continue
-            rec.update(stack.trackers[m].end_epoch(lr=lr_epoch, n=n_train, batch_size=bsz))
+            rec.update(stack.trackers[m].end_epoch(lr=lr_epoch, n=seen, batch_size=bsz))
             rec["seconds"] = seconds
             rec["group_size"] = M
             recs[m] = rec

@@ -12,8 +12,10 @@ Conventions that silently change results are explicit fields:
   shrunk by ``lr * weight_decay`` outside the momentum (AdamW / SGDP style; the optimizer documents its form).
 * momentum is PyTorch's form ``v <- mu v + g; x <- x - lr v`` (Sutskever et al.), not ``v <- mu v + lr g``;
   with a fixed LR the two are identical, they differ only at an LR change.
-* ``drop_last`` is always False: the last partial batch of an epoch is used (Sec. 4 of Yun et al. counts
-  ``ceil(N/B)`` steps per epoch only approximately; the paper's tables include B = 2048 with N = 3125).
+* ``drop_last`` is False: the last partial batch of an epoch is used (Sec. 4 of Yun et al. counts
+  ``ceil(N/B)`` steps per epoch only approximately; the paper's tables include B = 2048 with N = 3125), except a
+  last batch of a single image (``N mod B == 1``, e.g. Table 5's N = 3125 at B = 2 and 4), which batch norm cannot
+  normalize: it is dropped, ``floor(N/B)`` steps over N - 1 images (``data.train_steps``).
 * ``ghost_batch``: ghost-batch-norm chunk size of the scale-invariant models (64 in Yun et al. Sec. 3.1).
 """
 from __future__ import annotations

@@ -12,7 +12,8 @@ Everything the training loop sees comes from tensors that live on the training d
 * ``balanced_subset(y, n, seed)``: seeded, class-balanced subset; the same for every run sharing (n, seed).
 * ``TensorBatches``: per-epoch ``torch.randperm`` shuffling, per-image random crop from a 4-pixel zero padding
   of the *unnormalized* image (torchvision ``RandomCrop(32, padding=4)``) and horizontal flip as batched tensor
-  ops, then normalization; ``drop_last=False`` (the last partial batch is used).
+  ops, then normalization; ``drop_last=False`` (the last partial batch is used) except for a last training batch
+  of a single image, which is dropped (:func:`train_steps`: batch norm cannot normalize one sample).
 
 The data root is a parameter, else ``$REPRO_DATA_ROOT``, else ``./data``. This module knows no global path.
 ``require(name, root, download)`` checks (and for CIFAR downloads) a dataset before anything trains on it; a missing
@@ -370,18 +371,19 @@ def synthetic_split(info: DatasetInfo, split: str, n: int) -> ImageTensors:
 
     Each class has a fixed smooth colour pattern (seeded by the class index); an image is its class pattern,
     shifted by a random offset, plus noise. Train and test images are drawn from disjoint seeds. Labelled
-    ``synthetic-<name>`` so they are never mistaken for real data.
+    ``synthetic-<name>`` so they are never mistaken for real data. Drawn in float32 whatever the default dtype,
+    so a run (or a float64 test) sees the same images however it is started.
     """
-    c, s = info.num_classes, info.image_size
+    c, s, f32 = info.num_classes, info.image_size, torch.float32
     g = torch.Generator().manual_seed(1234)
-    low = torch.rand(c, 3, 4, 4, generator=g)
+    low = torch.rand(c, 3, 4, 4, generator=g, dtype=f32)
     protos = torch.nn.functional.interpolate(low, size=(s, s), mode="bilinear", align_corners=False)
     g = torch.Generator().manual_seed(1 if split == "train" else 2)
     y = torch.arange(n) % c
     y = y[torch.randperm(n, generator=g)]
     shift = torch.randint(-3, 4, (2,), generator=g).tolist()
     x = torch.roll(protos[y], shifts=shift, dims=(2, 3))
-    x = x + 0.35 * torch.randn(n, 3, s, s, generator=g)
+    x = x + 0.35 * torch.randn(n, 3, s, s, generator=g, dtype=f32)
     x = (x.clamp(0, 1) * 255).round().to(torch.uint8)
     return ImageTensors(x, y.to(torch.int64), f"synthetic-{info.name}", c, info.mean, info.std)
 
@@ -452,12 +454,31 @@ def crop_normalize(x: torch.Tensor, idx: torch.Tensor, crop, pad: int, mean, std
     return normalize(xb, mean, std)
 
 
+def train_steps(n: int, batch_size: int) -> tuple[int, int]:
+    """``(steps, images)`` of one training epoch over ``n`` images in batches of ``batch_size``.
+
+    The convention: ``drop_last=False`` -- the last partial batch is used, ``ceil(n / B)`` steps -- except when
+    ``n mod B == 1``: that last batch would be a single image, which batch norm cannot normalize in training mode
+    where a layer has no spatial extent (the scale-invariant ResNet-18 normalizes its pooled features, a (B, C)
+    tensor: PyTorch raises "Expected more than 1 value per channel"). That image is dropped: ``floor(n / B)``
+    steps over ``n - 1`` images. The epoch's permutation is drawn over all ``n`` images, so the dropped image is
+    a different one each epoch. Every trainer takes its steps per epoch and the images its train loss and
+    accuracy average over from here (through :class:`TensorBatches`)."""
+    if n < 1 or batch_size < 1:
+        raise ValueError(f"n and batch_size: must be >= 1, got n={n}, batch_size={batch_size}")
+    if batch_size > 1 and n % batch_size == 1:
+        return n // batch_size, n - 1
+    return -(-n // batch_size), n
+
+
 class TensorBatches:
     """Mini-batches from device-resident uint8 tensors.
 
     Training (``train=True``): a fresh ``torch.randperm`` per epoch from a generator seeded by (seed, epoch),
     so an epoch's order and augmentation draws are reproducible without saving RNG state (a resumed run sees
-    the same batches); per-image crop/flip (``augment``); ``drop_last=False``. Evaluation: fixed order.
+    the same batches); per-image crop/flip (``augment``); ``drop_last=False`` except that a last batch of one
+    image is dropped (:func:`train_steps`; :attr:`images` is what an epoch sees). Evaluation: fixed order, every
+    image.
 
     ``draws(epoch)`` yields each batch as its random draws (indices, crop/flip draws) and ``batch(...)`` turns
     them into images; ``epoch(epoch)`` is the two together. ``batched.fit_many`` uses the split to build the
@@ -474,7 +495,12 @@ class TensorBatches:
         self._stats: tuple | None = None
 
     def __len__(self):
-        return -(-len(self.data) // self.batch_size)
+        return train_steps(len(self.data), self.batch_size)[0] if self.train else -(-len(self.data) // self.batch_size)
+
+    @property
+    def images(self) -> int:
+        """Images one epoch's batches hold: ``len(data)``, less a dropped lone last training image."""
+        return train_steps(len(self.data), self.batch_size)[1] if self.train else len(self.data)
 
     def generator(self, epoch: int) -> torch.Generator:
         dev = self.x.device
@@ -499,8 +525,8 @@ class TensorBatches:
             order = torch.randperm(n, generator=g, device=self.x.device)
         else:
             g, order = None, torch.arange(n, device=self.x.device)
-        for i in range(0, n, self.batch_size):
-            idx = order[i:i + self.batch_size]
+        for i in range(0, self.images, self.batch_size):
+            idx = order[i:min(i + self.batch_size, self.images)]
             yield idx, (crop_flip_draws(len(idx), self.pad, g) if self.augment else None)
 
     def batch(self, idx: torch.Tensor, crop) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,7 +15,7 @@ the members' kernels run side by side:
   loss/accuracy sums are captured as their own branch (the member's stream, forked from and joined back into the
   capturing stream), so one replay per step launches every member's work, the optimizer included; the host only
   gathers the batches (one gather for all members) and writes the step's learning rates into a device vector. A
-  second graph covers the ragged last batch of an epoch (``drop_last=False``), so no step runs eagerly. The SGD
+  second graph covers the ragged last batch of an epoch (``drop_last=False``; ``data.train_steps``), so no step runs eagerly. The SGD
   step is ``torch.optim.SGD``'s (coupled L2, PyTorch momentum, dampening 0, Nesterov) on one flat buffer per
   member that holds its trainable tensors (the parameters are views of it): ``d = g + λx; v = μv + d; x = x − ηv``
   with η read from the device vector. Optimizer ``"sgd"`` with coupled L2 and a schedule that only sets the LR
@@ -529,7 +529,7 @@ def _train_group(cfgs, states, start_epoch, engine, device, store, data_root, do
     test_list = list(test_batches.epoch())  # normalized once for every member and evaluation
     autocast = eng.autocast if engine == "onegraph" else fast.autocast
     n_train, n_test, bsz = len(trains[0]), len(test), cfgs[0].batch_size
-    spe = len(runs[0].batches)
+    spe, seen = len(runs[0].batches), runs[0].batches.images  # seen: data.train_steps
     clock = clock(cfgs[0].checkpoint_every_s)
     for run, st in zip(runs, states):
         if store is not None:
@@ -564,9 +564,9 @@ def _train_group(cfgs, states, start_epoch, engine, device, store, data_root, do
         keep, recs = [], {}
         for m, run in enumerate(active):
             lr_epoch = run.lr_of_epoch(last)
-            train_loss = totals[m][0] / n_train
+            train_loss = totals[m][0] / seen
             rec = {"epoch": epoch + 1, "lr": lr_epoch, "train_loss": train_loss,
-                   "train_acc": 100.0 * int(totals[m][1]) / n_train}
+                   "train_acc": 100.0 * int(totals[m][1]) / seen}
             g0 = run.optimizer.param_groups[0] if run.optimizer is not None else {}
             if "exp_lr_log2_rescale" in g0:
                 rec["exp_lr_log2_rescale"] = int(g0["exp_lr_log2_rescale"])
@@ -578,7 +578,7 @@ def _train_group(cfgs, states, start_epoch, engine, device, store, data_root, do
                 if keep_states:
                     final_states[id(run)] = {k: v.detach().cpu().clone() for k, v in run.model.state_dict().items()}
                 continue
-            rec.update(run.tracker.end_epoch(lr=lr_epoch, n=n_train, batch_size=bsz))
+            rec.update(run.tracker.end_epoch(lr=lr_epoch, n=seen, batch_size=bsz))
             recs[m] = rec
             keep.append(m)
         seconds = (time.perf_counter() - t0) / M

@@ -227,7 +227,7 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None, sourc
 # A shrunk profile (``cpu``) must keep the dynamics the papers' claims depend on, not only the tuning factor:
 #
 # 1. steps per epoch: at least MIN_STEPS_PER_EPOCH, or the paper's own count for that cell where it has fewer
-#    (drop_last=False: ceil(N / B)). At 4-8 steps per epoch an epoch is shorter than momentum's and the
+#    (drop_last=False: ceil(N / B), less a lone last image: ``data.train_steps``). At 4-8 steps per epoch an epoch is shorter than momentum's and the
 #    equilibrium's time scale, and plain SGD turns the weights further per epoch than SGDM at the same tuning factor;
 # 2. eta / B: the paper's, for a net with scale-variant parameters (``scale_invariant=False``: BN affine, trainable
 #    FC), whose SGD noise and stability limit scale with eta / B rather than with the tuning factor; for the Adam
@@ -286,8 +286,11 @@ CPU_COMPILED_BATCH_FACTOR_BY_MODEL = {"resnet18": {32: 1.30}}
 
 
 def steps_per_epoch(n: int, batch_size: int) -> int:
-    """Optimizer steps per epoch with ``drop_last=False``."""
-    return math.ceil(n / batch_size)
+    """Optimizer steps per epoch: ``ceil(n / batch_size)`` (``drop_last=False``), less a last batch of one image
+    (``data.train_steps``)."""
+    from .data import train_steps
+
+    return train_steps(n, batch_size)[0]
 
 
 def relaxation_epochs(tuning_factor: float) -> float:

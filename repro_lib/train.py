@@ -471,12 +471,13 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
             loss_sum += batch_loss.double() * len(y)
             correct += batch_correct
             step += 1
-        train_loss = loss_sum.item() / len(train)
+        seen = train_batches.images  # len(train), less a dropped lone last image (data.train_steps)
+        train_loss = loss_sum.item() / seen
         # the LR in force at the last step (after any exact rescaling an exponential schedule did, Lemma 2.7)
         g0 = optimizer.param_groups[0]
         lr_epoch = g0["lr"] / g0.get("lr_scale", 1.0)
         rec = {"epoch": epoch + 1, "lr": lr_epoch, "train_loss": train_loss,
-               "train_acc": 100.0 * correct.item() / len(train)}
+               "train_acc": 100.0 * correct.item() / seen}
         if "exp_lr_log2_rescale" in g0:
             # exponential schedules only (other histories keep their keys): the overflow-rescale exponent k in force
             # this epoch; the logged lr and weight norms are 4^-k η̃ and 2^-k ‖θ̃‖ (exp_lr.unscale_history)
@@ -487,7 +488,7 @@ def fit(cfg: RunConfig, store=None, data_root=None, download: bool = False, prog
             if store is not None:
                 store.log_epoch(cfg, rec)
             break
-        rec.update(tracker.end_epoch(lr=lr_epoch, n=len(train), batch_size=cfg.batch_size))
+        rec.update(tracker.end_epoch(lr=lr_epoch, n=seen, batch_size=cfg.batch_size))
         rec["seconds"] = time.perf_counter() - t0
         if (epoch + 1) % eval_every == 0 or epoch + 1 == cfg.num_epochs:
             rec.update(evaluate(model, test_batches, fast))  # eager: no eval-mode graphs to compile

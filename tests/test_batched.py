@@ -92,6 +92,20 @@ def test_members_equal_separate_fits(runs):
     assert len({round(r["history"][-1]["angular_update"], 6) for r in many[:3]}) == 3
 
 
+def test_a_lone_last_image_is_dropped_by_fit_and_fit_many_alike():
+    """n mod B = 1 (257 images, B = 64): the scale-invariant ResNet-18 normalizes its pooled features, (B, C),
+    so a last batch of one image cannot train; both trainers drop it (``data.train_steps``), agree with each
+    other, and average the train accuracy over the 256 images an epoch sees."""
+    cfgs = [BASE.replace(n=257, num_epochs=2, lr=0.1, weight_decay=5e-4, momentum=0.9, seed=s) for s in (0, 1)]
+    refs, _, many = _fit_vs_fit_many(cfgs)
+    for ref, res in zip(refs, many):
+        assert ref["status"] == res["status"] == "finished"
+        for hr, hm in zip(ref["history"], res["history"]):
+            assert (hr["train_acc"] * 256 / 100) == pytest.approx(round(hr["train_acc"] * 256 / 100), abs=1e-6)
+            for k in HIST_KEYS:
+                assert _close(hr[k], hm[k]), (hr["epoch"], k, hr[k], hm[k])
+
+
 def test_diverged_member_is_frozen_and_others_finish(runs):
     """The 4th member diverges in epoch 2 exactly as its ``fit`` does; it is recorded and dropped while the
     three others finish (and still equal their ``fit`` runs: checked above, after the stack was rebuilt)."""

@@ -71,6 +71,45 @@ def test_batches_cover_every_image_once_keep_last_partial_batch_and_are_reproduc
     assert torch.equal(ys, again) and not torch.equal(ys, other)
 
 
+def test_a_lone_last_training_image_is_dropped_and_a_different_one_each_epoch():
+    """n mod B = 1 would end each epoch on a batch of one image, which batch norm cannot normalize in training
+    mode: training drops it (floor(n / B) steps over n - 1 images), evaluation keeps every image; any other
+    remainder keeps the last partial batch (ceil(n / B) steps)."""
+    from repro_lib import profiles
+
+    assert [data.train_steps(n, b) for n, b in [(257, 64), (258, 64), (256, 64), (3125, 2), (3125, 4), (5, 1)]] == \
+        [(4, 256), (5, 258), (4, 256), (1562, 3124), (781, 3124), (5, 5)]
+    assert profiles.steps_per_epoch(391, 2) == 195 and profiles.steps_per_epoch(3125, 2048) == 2
+    with pytest.raises(ValueError, match="batch_size"):
+        data.train_steps(10, 0)
+    ds = data.synthetic_split(data.DATASETS["cifar10"], "train", 257)
+    tb = data.TensorBatches(ds, 64, train=True, augment=True, seed=3)
+    assert len(tb) == 4 and tb.images == 256
+    dropped = set()
+    for epoch in range(6):
+        draws = list(tb.draws(epoch))
+        assert [len(idx) for idx, _ in draws] == [64] * 4 and all(len(c[0]) == 64 for _, c in draws)
+        idx = torch.cat([i for i, _ in draws])
+        assert len(set(idx.tolist())) == 256
+        dropped |= set(range(257)) - set(idx.tolist())
+    assert len(dropped) > 1  # the permutation covers all 257 images: not always the same one left out
+    ev = data.TensorBatches(ds, 64, train=False)
+    assert len(ev) == 5 and ev.images == 257 and sum(len(y) for _, y in ev.epoch()) == 257
+
+
+def test_synthetic_images_do_not_depend_on_the_default_dtype():
+    """A float64 test (fit vs fit_many) must not leave other runs a different synthetic set through a cache."""
+    info = data.DATASETS["cifar10"]
+    a = data.synthetic_split(info, "test", 50)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        b = data.synthetic_split(info, "test", 50)
+    finally:
+        torch.set_default_dtype(old)
+    assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+
+
 def test_normalize():
     x = torch.full((2, 3, 4, 4), 255, dtype=torch.uint8)
     out = data.normalize(x, (0.5, 0.5, 0.5), (0.25, 0.5, 1.0))

@@ -406,45 +406,23 @@ def part_of(plan: pd.DataFrame, part: tuple[int, int]) -> pd.DataFrame:
     return out
 
 
-#: why a run whose last training batch is one image cannot train (:func:`lone_last_image`)
-LONE_LAST_IMAGE = ("n mod batch_size = 1 leaves a last training batch of one image, which batch norm cannot normalize "
-                   "in training mode")
-
-
-def lone_last_image(plan: pd.DataFrame) -> pd.Series:
-    """Which planned runs would end every epoch on a training batch of one image (``n mod batch_size == 1``,
-    ``drop_last`` being False). Batch norm cannot normalize a single sample in training mode where a layer has no
-    spatial extent — the scale-invariant ResNet-18 normalizes its pooled features, a (batch, C) tensor — so such a
-    run fails at its first epoch's last step; :func:`train` refuses them before training, by name."""
-    return pd.Series([c.n is not None and int(c.n) % int(c.batch_size) == 1 for c in plan.cfg], index=plan.index)
-
-
 def train(data_root: str, results_dir: str = "reports", keys=None, progress: bool = True,
           part: tuple[int, int] = (1, 1)) -> None:
     """Train every planned run the store lacks, target by target in the plan's order (resumable). ``part``
     ``(i, k)``: only part ``i`` of ``k`` of each target's runs (:func:`part_of`), for ``k`` processes sharing the
-    cores, each on its own part. Runs that cannot train (:func:`lone_last_image`) are refused before any training:
-    the others train, and the refused ones are named at the end (``SystemExit``), with their target left waiting."""
+    cores, each on its own part."""
     from ..runs.sweep import run_sweep
     from ..store import Store
 
     store = Store(results_dir)
-    refused = []
     for key, plan in all_runs(keys):
         plan = part_of(plan, part)
-        lone = lone_last_image(plan)
-        refused += [f"{key}: n = {c.n}, batch_size = {c.batch_size}, seed {c.seed} ({c.hash})"
-                    for c in plan.cfg[lone] if store.get(c) is None]
-        plan = plan[~lone]
         todo = sum(store.get(c) is None for c in plan.cfg)
         print(f"{key}{'' if part == (1, 1) else f' (part {part[0]}/{part[1]})'}: {len(plan)} runs, "
               f"{todo} to train", flush=True)
         if todo:
             run_sweep(plan, store=store, data_root=data_root, progress=progress,
                       max_members=int(plan.attrs.get("max_members", 1)), label=key)
-    if refused:
-        raise SystemExit(f"{len(refused)} planned run(s) refused: {LONE_LAST_IMAGE} (the ResNet-18's BN over its "
-                         "pooled features); their targets stay waiting:\n  " + "\n  ".join(refused))
 
 
 def status(results_dir: str = "reports", keys=None, plan_path: Path | None = None) -> pd.DataFrame:
@@ -611,8 +589,7 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
         have = int((added["status"] != "missing").sum())
         if have < len(added):
             row["stage2"] = f"{have} of {len(added)} planned stage-2 runs in the store; judged at stage 1"
-            blocked = int((lone_last_image(runs).to_numpy() & (added["status"] == "missing").to_numpy()).sum())
-            row["to_decide"] = waiting_text(entry, have, len(added), blocked)
+            row["to_decide"] = waiting_text(entry, have, len(added))
             continue
         r1 = rules.rule(t.rule)
         if row.get("rule", {}).get("margin") is not None and r1.margin != row["rule"]["margin"]:
@@ -629,18 +606,17 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
     return out
 
 
-def waiting_text(entry: dict, have: int, runs: int, blocked: int = 0) -> str:
+def waiting_text(entry: dict, have: int, runs: int) -> str:
     """What would decide a claim whose declared second stage is still training (its ``to_decide``): the plan's
     entry ``entry`` (what it adds, the stage-2 level, the procedure's error) and the runs left of ``runs``. It
     replaces the first stage's estimate, which was made at the first stage's level and is not the procedure that
-    will judge the claim. ``blocked``: how many of the runs left cannot train as planned (:func:`lone_last_image`)."""
+    will judge the claim."""
     s2 = entry["stage2"]
     unit = "columns" if entry["kind"] == "columns" else "seeds"
     return (f"its declared second stage: {s2['adds']} ({s2['n']} {unit} in all), judged once at "
             f"α = {s2['alpha']:g} per side (the two-stage procedure errs at most "
             f"{entry['error_per_side']['overall']:.3f} per side); {runs - have} of its {runs} runs still to train "
-            f"(`python -m repro_lib.papers.stage2 train`)"
-            + (f"; {blocked} of them cannot train as planned: {LONE_LAST_IMAGE}" if blocked else ""))
+            f"(`python -m repro_lib.papers.stage2 train`)")
 
 
 def _li_arora_text(results_dir) -> str:

@@ -576,13 +576,13 @@ def exponential_rescale_table(profile: str = "paper"):
     exponent k at the end. Pure schedule arithmetic, nothing is trained."""
     import pandas as pd
 
-    from ... import schedules as S
+    from ... import profiles, schedules as S
 
     plan = preresnet_plan(profile)
     rows = []
     for _, r in plan.drop_duplicates("label").iterrows():
         cfg = r.cfg
-        spe = math.ceil(cfg.n / cfg.batch_size)  # RunConfig keeps batch_size <= n
+        spe = profiles.steps_per_epoch(cfg.n, cfg.batch_size)  # the trainers' count (RunConfig keeps B <= n)
         sched = S.build_schedule(cfg, spe)
         if not isinstance(sched, S.TaperedExponential):
             continue

@@ -15,10 +15,10 @@ the members' kernels run side by side:
   loss/accuracy sums are captured as their own branch (the member's stream, forked from and joined back into the
   capturing stream), so one replay per step launches every member's work, the optimizer included; the host only
   gathers the batches (one gather for all members) and writes the step's learning rates into a device vector. A
-  second graph covers the ragged last batch of an epoch (``drop_last=False``; ``data.train_steps``), so no step runs eagerly. The SGD
-  step is ``torch.optim.SGD``'s (coupled L2, PyTorch momentum, dampening 0, Nesterov) on one flat buffer per
-  member that holds its trainable tensors (the parameters are views of it): ``d = g + λx; v = μv + d; x = x − ηv``
-  with η read from the device vector. Optimizer ``"sgd"`` with coupled L2 and a schedule that only sets the LR
+  second graph covers the ragged last batch of an epoch (``drop_last=False``; ``data.train_steps``), so no step
+  runs eagerly. The SGD step is ``torch.optim.SGD``'s (coupled L2, PyTorch momentum, dampening 0, Nesterov) on
+  one flat buffer per member that holds its trainable tensors (the parameters are views of it):
+  ``d = g + λx; v = μv + d; x = x − ηv`` with η read from the device vector. Optimizer ``"sgd"`` with coupled L2 and a schedule that only sets the LR
   (``batched.stackable``), as for ``fit_many``.
 
 **Exactness.** A member computes what its own ``fit`` run computes, operation for operation: on a CPU (no streams,

@@ -227,8 +227,9 @@ def estimate_gpu_hours(plan: pd.DataFrame, max_members: int | None = None, sourc
 # A shrunk profile (``cpu``) must keep the dynamics the papers' claims depend on, not only the tuning factor:
 #
 # 1. steps per epoch: at least MIN_STEPS_PER_EPOCH, or the paper's own count for that cell where it has fewer
-#    (drop_last=False: ceil(N / B), less a lone last image: ``data.train_steps``). At 4-8 steps per epoch an epoch is shorter than momentum's and the
-#    equilibrium's time scale, and plain SGD turns the weights further per epoch than SGDM at the same tuning factor;
+#    (drop_last=False: ceil(N / B), less a lone last image: ``data.train_steps``). At 4-8 steps per epoch an
+#    epoch is shorter than momentum's and the equilibrium's time scale, and plain SGD turns the weights further
+#    per epoch than SGDM at the same tuning factor;
 # 2. eta / B: the paper's, for a net with scale-variant parameters (``scale_invariant=False``: BN affine, trainable
 #    FC), whose SGD noise and stability limit scale with eta / B rather than with the tuning factor; for the Adam
 #    family (``ADAPTIVE``) eta itself: its per-coordinate step eta·m/sqrt(v) is set by eta whatever the batch (a

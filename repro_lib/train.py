@@ -7,7 +7,8 @@ back-matching supplement through ``cfg.optimizer`` / ``cfg.schedule``):
   PyTorch momentum ``v ← μv + g; x ← x − ηv``), the LR from ``repro_lib.schedules`` and is written into the
   optimizer before every step (``schedule.apply(opt, step)``; global 0-based step);
 * data: device-resident uint8 tensors, per-epoch reshuffling, random crop with 4-pixel zero padding + flip,
-  standard normalization, ``drop_last=False``; a class-balanced seeded subset of ``cfg.n`` images;
+  standard normalization, ``drop_last=False`` less a lone last image (``data.train_steps``); a class-balanced
+  seeded subset of ``cfg.n`` images;
 * evaluation on the full test set (or ``cfg.n_test`` class-balanced test images) with running statistics;
 * the angular tracker (``repro_lib.angular``) records Δθ per epoch (Eq. 11), ‖x‖, η/‖x‖² (Eq. 9) and
   ηN/(‖x‖²B) (Eq. 10) over ``model.scale_invariant_names``;

@@ -18,8 +18,8 @@ the members' kernels run side by side:
   second graph covers the ragged last batch of an epoch (``drop_last=False``; ``data.train_steps``), so no step
   runs eagerly. The SGD step is ``torch.optim.SGD``'s (coupled L2, PyTorch momentum, dampening 0, Nesterov) on
   one flat buffer per member that holds its trainable tensors (the parameters are views of it):
-  ``d = g + λx; v = μv + d; x = x − ηv`` with η read from the device vector. Optimizer ``"sgd"`` with coupled L2 and a schedule that only sets the LR
-  (``batched.stackable``), as for ``fit_many``.
+  ``d = g + λx; v = μv + d; x = x − ηv`` with η read from the device vector. Optimizer ``"sgd"`` with coupled L2
+  and a schedule that only sets the LR (``batched.stackable``), as for ``fit_many``.
 
 **Exactness.** A member computes what its own ``fit`` run computes, operation for operation: on a CPU (no streams,
 no graphs; the same code runs eagerly) both engines are bit-identical to ``fit`` in float32

@@ -78,12 +78,16 @@ def plan():
 
 
 def test_every_target_names_a_published_claim_and_its_rule(plan):
+    from types import SimpleNamespace
+
+    from repro_lib.papers import stage2
+
     for t in plan["targets"]:
         assert t["rule"] in rules.RULES, t["key"]
         if t["kind"] == "regime":
             continue
         claims = json.loads((ROOT / "reports" / "cpu" / t["notebook"] / "claims.json").read_text())
-        matches = [c for c in claims if c.get("item") == t["item"] and c.get("claim", "").startswith(t["claim"][:40])]
+        matches = [c for c in claims if stage2.is_row_of(SimpleNamespace(item=t["item"], claim=t["claim"]), c)]
         assert matches, (t["key"], t["item"])
         r = rules.rule(t["rule"])
         assert t["stage1"]["alpha"] == r.alpha
@@ -326,6 +330,7 @@ def test_bottom_line_counts_the_stage2_verdicts_in_a_sentence_of_their_own():
     assert text.startswith(" 2 of these verdicts come from a declared second stage") and "1 more claim waits" in text
     assert "2 more claims wait" in publish._stage2_words([*claims, {"word": "no", "stage2": {"x": 1}}])
     assert publish._stage2_words([{"word": "holds"}]) == ""
+    assert publish._stage2_words([{"word": "holds", "stage": 2}]).endswith("`reports/cpu/stage2_plan.json`).")
 
 
 def test_every_planned_run_goes_to_training_those_ending_on_one_image_included(tmp_path, monkeypatch):

@@ -39,6 +39,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -311,7 +312,7 @@ def pooled_decidable(t: Target) -> dict:
     r = _rule(t)
     cols = _summary_columns()
     claims = json.loads((Path("reports") / PROFILE / t.notebook / "claims.json").read_text())
-    c = next(c for c in claims if c.get("item") == t.item)
+    c = next(c for c in claims if is_row_of(t, c))
     lo, hi = (c.get("stage1") or c)["ci"]
     z1, z2 = stats.norm.ppf(1 - r.alpha), stats.norm.ppf(1 - stages.stage2_alpha(r.alpha))
     se1, est = (hi - lo) / (2 * z1), (hi + lo) / 2
@@ -580,8 +581,7 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
         t = by_key.get(entry["key"])
         if t is None or entry["notebook"] != notebook or t.kind == "regime":
             continue
-        row = next((c for c in out if c.get("item") == t.item and str(c.get("claim", "")).startswith(t.claim[:40])),
-                   None)
+        row = next((c for c in out if is_row_of(t, c)), None)
         if row is None:
             continue
         runs = t.runs()
@@ -662,10 +662,18 @@ def _backmatching_text(results_dir) -> str:
 REGIME_TEXT = {"li_arora_preresnet32": _li_arora_text, "backmatching_vgg": _backmatching_text}
 
 
+def is_row_of(t: "Target", claim: dict) -> bool:
+    """Whether ``claim`` is the row of target ``t``: its claim text, and its item up to the counts in it (the
+    pooled gap's item names its settled columns, which stage 2 changes)."""
+    def shape(s):
+        return re.sub(r"\d[\d,]*", "#", str(s))
+    return shape(claim.get("item")) == shape(t.item) and str(claim.get("claim", "")).startswith(t.claim[:40])
+
+
 def _apply(row: dict, f: dict, entry: dict, rule2: rules.Rule, unit: str = "seeds") -> None:
     """Write stage 2's judgement ``f`` into the claim ``row``, the first stage's kept under ``stage1``."""
     err = entry["error_per_side"]["overall"]
-    row["stage1"] = {k: row.get(k) for k in ("word", "verdict", "ci", "seeds", "level", "contrasts", "ours")
+    row["stage1"] = {k: row.get(k) for k in ("word", "verdict", "ci", "seeds", "level", "contrasts", "ours", "item")
                      if row.get(k) is not None}
     row.update(stage=2, procedure_error=err, ci=[_fin(v) for v in f["ci"]], estimate=_fin(f["estimate"]),
                level=f["level"], seeds=f["seeds"], gate_ok=f["gate_ok"], word=f["word"],
@@ -675,6 +683,8 @@ def _apply(row: dict, f: dict, entry: dict, rule2: rules.Rule, unit: str = "seed
             row[k] = f[k]
     if "ours" in f:   # the stage-2 values: the first stage's stay under ``stage1``
         row["ours"] = f["ours"]
+    if unit == "columns":   # the item names the settled columns pooled: now stage 2's
+        row["item"] = re.sub(r"\d[\d,]* settled", f"{f['seeds']} settled", row["item"])
     if unit == "seeds" and row.get("seeds_max") is not None:   # the most seeds a cell holds, now stage 2's
         row["seeds_max"] = max(int(row["seeds_max"]), int(f["seeds"]))
     if "contrasts" in f:

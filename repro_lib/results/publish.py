@@ -569,8 +569,12 @@ def bottom_line(reports: str | os.PathLike = "reports", link=lambda path: path) 
                      + f"{where}.")
         if gap and _finite(gap.get("estimate")):
             lo, hi = gap["ci"]
-            head += (f" The yellow cell against the best other cell, pooled: {gap['estimate']:+.2f} [{lo:+.2f}, "
-                     f"{hi:+.2f}] points — *{gap['word']}* whether it is within one point.")
+            k = re.search(r"(\d+) settled", str(gap.get("item")))
+            over = f" over {k.group(1)} columns" if k else ""
+            head += (f" The yellow cell against the best other cell, pooled{over}: "
+                     f"{gap['estimate']:+.2f} [{lo:+.2f}, {hi:+.2f}] points ({100 * gap.get('level', 0.95):.0f} % "
+                     f"interval{', a declared second stage' if gap.get('stage') == 2 else ''}) — *{gap['word']}* "
+                     "whether it is within one point.")
         head += f" [The pooled answer]({link(path)})."
         out.append(head)
     words = [word_of(c) for c in every]
@@ -590,9 +594,9 @@ def _stage2_words(claims: list[dict]) -> str:
     planned = sum(bool(c.get("stage2")) for c in claims)
     if not judged and not planned:
         return ""
+    wait = (f"; {planned} more {'claim waits' if planned == 1 else 'claims wait'} for its runs" if planned else "")
     return (f" {judged} of these verdicts come from a declared second stage (more seeds or grid cells, planned "
-            f"before their runs: `reports/cpu/stage2_plan.json`); {planned} more "
-            f"{'claim waits' if planned == 1 else 'claims wait'} for its runs.")
+            f"before their runs: `reports/cpu/stage2_plan.json`){wait}.")
 
 
 def section_table(reports: str | os.PathLike = "reports", link=lambda path: path) -> str:

@@ -217,6 +217,15 @@ def claims(cols: pd.DataFrame, data: str) -> tuple[list[dict], dict]:
     return out, {"gap": g, "optimum": o}
 
 
+def restate(claims: list[dict]) -> None:
+    """Rewrite the claims' ``note`` (the first screen's answer in words, :func:`answer`) from the claims as they now
+    stand: after ``stage2.judge`` has judged the pooled gap again, the note speaks of its stage-2 interval."""
+    said = answer(claims)
+    for c in claims:
+        if said:
+            c["note"] = said
+
+
 def settled_columns(cols: pd.DataFrame) -> pd.DataFrame:
     """The columns whose yellow cells' Δθ settled before the first LR decay (the regime the claim speaks of); where
     no column measured its regime (synthetic smoke runs), all of them."""

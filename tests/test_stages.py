@@ -331,6 +331,14 @@ def test_bottom_line_counts_the_stage2_verdicts_in_a_sentence_of_their_own():
     assert "2 more claims wait" in publish._stage2_words([*claims, {"word": "no", "stage2": {"x": 1}}])
     assert publish._stage2_words([{"word": "holds"}]) == ""
     assert publish._stage2_words([{"word": "holds", "stage": 2}]).endswith("`reports/cpu/stage2_plan.json`).")
+    pooled = {"stage": 2, "item": "Pooled, 21 settled grid columns", "seeds": 21, "procedure_error": 0.045,
+              "rule": {"alpha": 0.005}, "stage1": {"item": "Pooled, 11 settled grid columns", "seeds": 3,
+                                                   "level": 0.95, "word": "undecided", "verdict": "v"}}
+    line = publish.stage_lines(pooled)[0]
+    assert "judged once on 21 columns" in line and "Stage 1 (11 columns, 95 %)" in line
+    seeds = {**pooled, "item": "Table 6 (a)", "seeds": 14, "stage1": {**pooled["stage1"], "item": "Table 6 (a)"}}
+    line = publish.stage_lines(seeds)[0]
+    assert "judged once on 14 seeds" in line and "Stage 1 (3 seeds" in line
 
 
 def test_every_planned_run_goes_to_training_those_ending_on_one_image_included(tmp_path, monkeypatch):

@@ -225,11 +225,14 @@ def stage_lines(r: dict) -> list[str]:
     if r.get("stage") == 2:
         s1 = r.get("stage1") or {}
         alpha = (r.get("rule") or {}).get("alpha", 0)
+        # a pooled claim counts grid columns (its item names them: "Pooled, 21 settled grid columns"), not seeds
+        cols2, cols1 = (re.search(r"(\d+) settled", str(c.get("item", ""))) for c in (r, s1))
+        n2 = f"{r.get('seeds')} {'columns' if cols2 else 'seeds'}"
+        n1 = f"{cols1.group(1)} columns" if cols1 else f"{s1.get('seeds')} seeds"
         return [f"- *Second stage*, declared before its runs (`reports/cpu/stage2_plan.json`): judged once on "
-                f"{r.get('seeds')} seeds (columns for a pooled claim) at α = {alpha:g} per side; the two-stage "
-                f"procedure errs at most {r['procedure_error']:.3f} per side. Stage 1 "
-                f"({s1.get('seeds')} seeds, {100 * (s1.get('level') or 0):.0f} %): *{s1.get('word')}* — "
-                f"{s1.get('verdict', '')}"]
+                f"{n2} at α = {alpha:g} per side; the two-stage procedure errs at most "
+                f"{r['procedure_error']:.3f} per side. Stage 1 ({n1}, {100 * (s1.get('level') or 0):.0f} %): "
+                f"*{s1.get('word')}* — {s1.get('verdict', '')}"]
     if r.get("stage2"):
         return [f"- *Second stage:* planned (`reports/cpu/stage2_plan.json`); {r['stage2']}"]
     return []

@@ -337,6 +337,9 @@ def test_bottom_line_counts_the_stage2_verdicts_in_a_sentence_of_their_own():
     line = publish.stage_lines(pooled)[0]
     assert "judged once on 21 columns" in line and "Stage 1 (11 columns, 95 %)" in line
     seeds = {**pooled, "item": "Table 6 (a)", "seeds": 14, "stage1": {**pooled["stage1"], "item": "Table 6 (a)"}}
+    said = publish.stage_found([pooled], restated=True)
+    assert "These claims were judged again" in said and "first stage's seeds" not in said
+    assert "The sentences above read the first stage's seeds" in publish.stage_found([pooled])
     line = publish.stage_lines(seeds)[0]
     assert "judged once on 14 seeds" in line and "Stage 1 (3 seeds" in line
 

@@ -238,27 +238,29 @@ def stage_lines(r: dict) -> list[str]:
     return []
 
 
-def stage_found(claims: list[dict]) -> str:
+def stage_found(claims: list[dict], restated: bool = False) -> str:
     """A "What we found" paragraph on the claims of ``claims`` that the declared second stage reached
     (``reports/cpu/stage2_plan.json``): each claim judged at stage 2 with its new verdict and its first stage's word
     (the sentences computed before it read the first stage's seeds), each still waiting with how many of its runs
-    are in the store; "" when no claim has a second stage."""
+    are in the store; "" when no claim has a second stage. ``restated``: the sentences above were computed from
+    the judged claims (the pooled summary's answer, ``summary.restate``), so they are not said to read stage 1."""
     judged = [c for c in claims if c.get("stage") == 2]
     waiting = [c for c in claims if c.get("stage2") and c.get("stage") != 2]
     if not judged and not waiting:
         return ""
     lines = ["**The declared second stage** (planned before its runs, `reports/cpu/stage2_plan.json`; each claim "
              "judged once more on all its seeds at a stricter level)."
-             + (" The sentences above read the first stage's seeds; these claims were judged again:" if judged
+             + ((" These claims were judged again:" if restated else
+                 " The sentences above read the first stage's seeds; these claims were judged again:") if judged
                 else "")]
     lines += [f"- *{c.get('item')}* — {c.get('claim')}: {c.get('verdict')}" for c in judged]
     lines += [f"- *{c.get('item')}* — {c.get('claim')}: {c['stage2']}" for c in waiting]
     return "\n".join(lines)
 
 
-def show_stage_found(claims: list[dict]) -> None:
+def show_stage_found(claims: list[dict], restated: bool = False) -> None:
     """Display :func:`stage_found`'s paragraph under a notebook's *What we found*, where it has one."""
-    text = stage_found(claims)
+    text = stage_found(claims, restated)
     if text:
         from IPython.display import Markdown, display
 

@@ -444,8 +444,8 @@ def member_bytes(cfg: RunConfig) -> int:
         weights = sum(t.numel() for t in list(model.parameters()) + list(model.buffers()))
         _MEMBER_BYTES[key] = (weights, acts[0])
     weights, acts = _MEMBER_BYTES[key]
-    ragged = cfg.n % cfg.batch_size if cfg.n else 0
-    rows = cfg.batch_size + (ragged if cfg.cuda_graphs and ragged > 1 else 0)  # a lone image: dropped
+    ragged = data_mod.train_steps(cfg.n, cfg.batch_size)[1] % cfg.batch_size  # 0 where a lone image is dropped
+    rows = cfg.batch_size + (ragged if cfg.cuda_graphs else 0)
     return int(32 * weights + 5.5 * 4 * rows * acts)
 
 

@@ -584,8 +584,7 @@ def judge(notebook: str, claims: list[dict], results_dir="reports", plan_path: P
         row = next((c for c in out if is_row_of(t, c)), None)
         if row is None:
             continue
-        runs = t.runs()
-        added = _collect(runs, results_dir)
+        added = _collect(t.runs(), results_dir)
         have = int((added["status"] != "missing").sum())
         if have < len(added):
             row["stage2"] = f"{have} of {len(added)} planned stage-2 runs in the store; judged at stage 1"

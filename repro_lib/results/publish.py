@@ -218,6 +218,13 @@ def audit_markdown(rows: list[dict]) -> str:
     return "\n".join(out).rstrip("\n")
 
 
+def _settled(item) -> str | None:
+    """The number of settled grid columns a pooled claim's item names ("Pooled, 21 settled grid columns"), else
+    None."""
+    m = re.search(r"(\d+) settled", str(item or ""))
+    return m.group(1) if m else None
+
+
 def stage_lines(r: dict) -> list[str]:
     """The audit's lines on a claim's declared second stage (``reports/cpu/stage2_plan.json``): judged at stage 2
     (``stage`` 2: the procedure's overall error per side and the first stage's verdict beside it), or planned and
@@ -226,9 +233,9 @@ def stage_lines(r: dict) -> list[str]:
         s1 = r.get("stage1") or {}
         alpha = (r.get("rule") or {}).get("alpha", 0)
         # a pooled claim counts grid columns (its item names them: "Pooled, 21 settled grid columns"), not seeds
-        cols2, cols1 = (re.search(r"(\d+) settled", str(c.get("item", ""))) for c in (r, s1))
+        cols2, cols1 = _settled(r.get("item")), _settled(s1.get("item"))
         n2 = f"{r.get('seeds')} {'columns' if cols2 else 'seeds'}"
-        n1 = f"{cols1.group(1)} columns" if cols1 else f"{s1.get('seeds')} seeds"
+        n1 = f"{cols1} columns" if cols1 else f"{s1.get('seeds')} seeds"
         return [f"- *Second stage*, declared before its runs (`reports/cpu/stage2_plan.json`): judged once on "
                 f"{n2} at α = {alpha:g} per side; the two-stage procedure errs at most "
                 f"{r['procedure_error']:.3f} per side. Stage 1 ({n1}, {100 * (s1.get('level') or 0):.0f} %): "
@@ -563,19 +570,19 @@ def bottom_line(reports: str | os.PathLike = "reports", link=lambda path: path) 
         data = claims[0]["data"] if claims else ""
         head = f"**What we found** (`{prof}` profile: {data}; reduced sizes)."
         if opt and _finite(opt.get("estimate")) and len(opt.get("ci") or []) == 2 and all(map(_finite, opt["ci"])):
-            k = re.search(r"(\d+) settled", str(opt["item"]))
+            k = _settled(opt["item"])
             lo, hi = opt["ci"]
             where = ("below it" if hi < 1 else "above it" if lo > 1 else "not distinguishable from it")
             band = opt["word"] == "holds"
-            head += (f" Pooled over the {k.group(1) + ' ' if k else ''}grid columns where the angular update "
+            head += (f" Pooled over the {k + ' ' if k else ''}grid columns where the angular update "
                      f"settled, the accuracy optimum lies at ×{opt['estimate']:.2f} [{lo:.2f}, {hi:.2f}] of Yun et "
                      f"al.'s tuning factor 10/128 ({100 * opt.get('level', 0.9):.0f} % interval): "
                      + ("within one grid step (×½–×2), and " if band else f"*{opt['word']}* within one grid step; ")
                      + f"{where}.")
         if gap and _finite(gap.get("estimate")):
             lo, hi = gap["ci"]
-            k = re.search(r"(\d+) settled", str(gap.get("item")))
-            over = f" over {k.group(1)} columns" if k else ""
+            k = _settled(gap.get("item"))
+            over = f" over {k} columns" if k else ""
             head += (f" The yellow cell against the best other cell, pooled{over}: "
                      f"{gap['estimate']:+.2f} [{lo:+.2f}, {hi:+.2f}] points ({100 * gap.get('level', 0.95):.0f} % "
                      f"interval{', a declared second stage' if gap.get('stage') == 2 else ''}) — *{gap['word']}* "

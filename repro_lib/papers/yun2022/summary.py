@@ -210,10 +210,7 @@ def claims(cols: pd.DataFrame, data: str) -> tuple[list[dict], dict]:
                 "ours": f"×{ratio.diff:.2f}" if o["k"] >= 2 else "", "paper_value": "",
                 **fnd.interval_fields(ratio, margin=opt_rule.margin, rule=opt_rule, gate_ok=None, scale="ratio",
                                       to_decide=_more_columns(word, o, opt_rule, log2=True))})
-    said = answer(out)  # the answer in words, on the first screen under the claims
-    for c in out:
-        if said:
-            c["note"] = said
+    restate(out)  # the answer in words, on the first screen under the claims
     return out, {"gap": g, "optimum": o}
 
 
